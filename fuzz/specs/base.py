@@ -1,0 +1,165 @@
+"""What an op spec is.
+
+A spec is declarative: which operands it accepts (dtype kinds, ranks, how
+later operands relate to the first), how to draw its parameters, how it
+renders to source, and how its output shape follows from its inputs. The
+generator checks every drawn statement by evaluating its rendered source on
+meta tensors in every "world" (one per call of the schedule), so a spec
+never needs to be exact about validity; ``shape`` is cross-checked against
+those meta results by the unit tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+FLOAT = "float"
+INT = "int"
+BOOL = "bool"
+ANY_KIND = frozenset({FLOAT, INT, BOOL})
+NUMERIC = frozenset({FLOAT, INT})
+FLOATING = frozenset({FLOAT})
+
+DTYPE_KIND = {
+    "float32": FLOAT,
+    "float64": FLOAT,
+    "float16": FLOAT,
+    "bfloat16": FLOAT,
+    "int32": INT,
+    "int64": INT,
+    "bool": BOOL,
+}
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A live tensor value as the generator sees it: one shape per world."""
+
+    name: str
+    dtype: str
+    shapes: tuple[Shape, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shapes[0])
+
+    @property
+    def kind(self) -> str:
+        return DTYPE_KIND[self.dtype]
+
+    def sizes(self, dim: int) -> tuple[int, ...]:
+        """This dim's size in every world."""
+        return tuple(s[dim] for s in self.shapes)
+
+    def min_size(self, dim: int) -> int:
+        return min(self.sizes(dim))
+
+    def numels(self) -> tuple[int, ...]:
+        out = []
+        for shape in self.shapes:
+            n = 1
+            for s in shape:
+                n *= s
+            out.append(n)
+        return tuple(out)
+
+
+class ParamContext:
+    """What a spec's ``params`` function may use.
+
+    ``draw`` draws from a Hypothesis strategy. ``size_ref(operand, dim)``
+    returns Python source for that size (hoisting ``n = x.size(d)`` into the
+    program as size-level code when the generator chooses to), and
+    ``size_var(values)`` offers an existing int variable with those per-world
+    values, if there is one.
+    """
+
+    def __init__(self, draw, operands: Sequence[Operand], size_ref, size_vars):
+        self.draw = draw
+        self.operands = operands
+        self.size_ref = size_ref
+        self.size_vars = size_vars  # name -> per-world values
+
+
+def no_params(ctx: ParamContext) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One torch op (or one calling form of it).
+
+    name: the op's id, also the key counted in stats.
+    template: ``str.format`` text; ``{0}``, ``{1}``... are operands, other
+        fields come from ``params``.
+    arity: tensor operands. Operands after the first follow ``partner``.
+    kinds / min_rank / max_rank: what the first operand must be.
+    partner: how operands 2..arity relate to the first: "broadcast" (a
+        broadcastable shape), "same" (the same shape), "scalar-ok" (broadcast,
+        or a Python number), or a callable giving the required per-world shape.
+    shape: output shape from operand shapes (one world) and params; None for
+        statements that only mutate.
+    effect: True for in-place statements (rendered without assignment).
+    needs_nonempty: operand dims that must be nonzero in every world.
+    """
+
+    name: str
+    family: str
+    template: str
+    arity: int = 1
+    kinds: frozenset = ANY_KIND
+    min_rank: int = 0
+    max_rank: int = 5
+    partner: Any = "broadcast"
+    partner_kinds: Optional[frozenset] = None
+    params: Callable[[ParamContext], dict] = no_params
+    shape: Optional[Callable[[Sequence[Shape], dict], Shape]] = None
+    effect: bool = False
+    weight: float = 1.0
+    nonempty: bool = False
+    notes: str = field(default="", compare=False)
+
+    def accepts(self, operand: Operand) -> bool:
+        if operand.kind not in self.kinds:
+            return False
+        if not (self.min_rank <= operand.rank <= self.max_rank):
+            return False
+        if self.nonempty and 0 in operand.numels():
+            return False
+        return True
+
+    def render(self, args: Sequence[str], params: dict) -> str:
+        return self.template.format(*args, **params)
+
+
+# ----------------------------------------------------------- shape helpers
+
+
+def broadcast(shapes: Sequence[Shape], params: dict | None = None) -> Shape:
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        sizes = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        non_one = [x for x in sizes if x != 1]
+        out.append(non_one[0] if non_one else 1)
+    return tuple(out)
+
+
+def same_as_first(shapes: Sequence[Shape], params: dict | None = None) -> Shape:
+    return tuple(shapes[0])
+
+
+def wrap_dim(dim: int, rank: int) -> int:
+    return dim % rank if rank else 0
+
+
+def draw_dim(ctx: ParamContext, operand: int = 0, allow_negative: bool = True) -> int:
+    """A valid dim of an operand, sometimes negative."""
+    import hypothesis.strategies as st
+
+    rank = max(ctx.operands[operand].rank, 1)
+    lo = -rank if allow_negative else 0
+    return ctx.draw(st.integers(lo, rank - 1))

@@ -1,0 +1,3 @@
+"""factory ops (to be filled)."""
+
+SPECS = []

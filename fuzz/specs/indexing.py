@@ -1,0 +1,3 @@
+"""indexing ops (to be filled)."""
+
+SPECS = []

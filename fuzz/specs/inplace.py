@@ -1,0 +1,3 @@
+"""inplace ops (to be filled)."""
+
+SPECS = []

@@ -1,0 +1,110 @@
+"""Pointwise ops: unary, binary (broadcasting, type promotion), ternary, casts.
+
+Renderings keep inputs inside each op's domain (``log(|x| + 1)``) so that
+values stay finite: a NaN born from a domain error tells us nothing about
+the compiler.
+"""
+
+import hypothesis.strategies as st
+
+from .base import ANY_KIND, BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, same_as_first
+
+F = "pointwise"
+
+
+def unary(name, template, kinds=FLOATING, **kw):
+    return OpSpec(name, F, template, arity=1, kinds=kinds, shape=same_as_first, **kw)
+
+
+def binary(name, template, kinds=NUMERIC, partner="scalar-ok", **kw):
+    return OpSpec(name, F, template, arity=2, kinds=kinds, partner=partner, shape=broadcast, **kw)
+
+
+def ternary(name, template, kinds=FLOATING, **kw):
+    return OpSpec(name, F, template, arity=3, kinds=kinds, partner="broadcast", shape=broadcast, **kw)
+
+
+def _clamp_bounds(ctx):
+    lo = ctx.draw(st.sampled_from([-1.0, -0.5, 0.0]))
+    return {"lo": lo, "hi": lo + ctx.draw(st.sampled_from([0.5, 1.0, 2.0]))}
+
+
+def _leaky(ctx):
+    return {"slope": ctx.draw(st.sampled_from([0.01, 0.2, 1.5]))}
+
+
+def _cast(ctx):
+    return {"dtype": ctx.draw(st.sampled_from(["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]))}
+
+
+def _pow_exp(ctx):
+    return {"e": ctx.draw(st.sampled_from([2, 3, 0.5, 1.5, -1.0]))}
+
+
+def _lerp_w(ctx):
+    return {"w": ctx.draw(st.sampled_from([0.0, 0.25, 0.5, 1.0]))}
+
+
+def _alpha(ctx):
+    return {"alpha": ctx.draw(st.sampled_from([1, 2, -1]))}
+
+
+SPECS = [
+    # unary, floating
+    unary("abs", "torch.abs({0})", kinds=NUMERIC),
+    unary("neg", "torch.neg({0})", kinds=NUMERIC),
+    unary("relu", "torch.relu({0})", kinds=NUMERIC),
+    unary("sigmoid", "torch.sigmoid({0})"),
+    unary("tanh", "torch.tanh({0})"),
+    unary("exp", "torch.exp({0}.clamp(-20, 20))"),
+    unary("expm1", "torch.expm1({0}.clamp(-20, 20))"),
+    unary("log", "torch.log({0}.abs() + 1)"),
+    unary("log1p", "torch.log1p({0}.abs())"),
+    unary("sqrt", "torch.sqrt({0}.abs())"),
+    unary("rsqrt", "torch.rsqrt({0}.abs() + 1)"),
+    unary("reciprocal", "torch.reciprocal({0}.abs() + 1)"),
+    unary("sin", "torch.sin({0})"),
+    unary("cos", "torch.cos({0})"),
+    unary("erf", "torch.erf({0})"),
+    unary("floor", "torch.floor({0})"),
+    unary("ceil", "torch.ceil({0})"),
+    unary("round", "torch.round({0})"),
+    unary("trunc", "torch.trunc({0})"),
+    unary("frac", "torch.frac({0})"),
+    unary("sign", "torch.sign({0})", kinds=NUMERIC),
+    unary("square", "torch.square({0})", kinds=NUMERIC),
+    unary("gelu", "F.gelu({0})"),
+    unary("silu", "F.silu({0})"),
+    unary("softplus", "F.softplus({0})"),
+    unary("elu", "F.elu({0})"),
+    unary("leaky_relu", "F.leaky_relu({0}, {slope})", params=_leaky),
+    unary("clamp", "torch.clamp({0}, {lo}, {hi})", kinds=NUMERIC, params=_clamp_bounds),
+    unary("pow", "torch.pow({0}.abs() + 0.5, {e})", params=_pow_exp),
+    unary("logical_not", "torch.logical_not({0})", kinds=ANY_KIND),
+    unary("bitwise_not", "torch.bitwise_not({0})", kinds=frozenset({INT, BOOL})),
+    unary("isnan", "torch.isnan({0})"),
+    unary("to", "{0}.to(torch.{dtype})", kinds=ANY_KIND, params=_cast, weight=1.5),
+    # binary, with broadcasting and type promotion
+    binary("add", "torch.add({0}, {1}, alpha={alpha})", params=_alpha, weight=2.0),
+    binary("sub", "torch.sub({0}, {1})", weight=1.5),
+    binary("mul", "torch.mul({0}, {1})", weight=2.0),
+    binary("div", "torch.div({0}, {1}.abs() + 1)", kinds=FLOATING, partner="broadcast"),
+    binary("div_scalar", "torch.div({0}, {1})", kinds=FLOATING, partner="scalar"),
+    binary("maximum", "torch.maximum({0}, {1})", partner="broadcast"),
+    binary("minimum", "torch.minimum({0}, {1})", partner="broadcast"),
+    binary("atan2", "torch.atan2({0}, {1})", kinds=FLOATING, partner="broadcast"),
+    binary("remainder", "torch.remainder({0}, {1})", kinds=NUMERIC, partner="scalar"),
+    binary("floor_divide", "torch.floor_divide({0}, {1})", kinds=NUMERIC, partner="scalar"),
+    binary("eq", "torch.eq({0}, {1})", kinds=ANY_KIND),
+    binary("lt", "torch.lt({0}, {1})"),
+    binary("ge", "torch.ge({0}, {1})"),
+    binary("logical_and", "torch.logical_and({0}, {1})", kinds=ANY_KIND, partner="broadcast"),
+    binary("logical_or", "torch.logical_or({0}, {1})", kinds=ANY_KIND, partner="broadcast"),
+    binary("bitwise_xor", "torch.bitwise_xor({0}, {1})", kinds=frozenset({INT, BOOL}), partner="broadcast"),
+    binary("copysign", "torch.copysign({0}, {1})", kinds=FLOATING, partner="broadcast"),
+    # ternary
+    ternary("addcmul", "torch.addcmul({0}, {1}, {2}, value=0.5)"),
+    ternary("lerp", "torch.lerp({0}, {1}, {2}.sigmoid())"),
+    OpSpec("lerp_scalar", F, "torch.lerp({0}, {1}, {w})", arity=2, kinds=FLOATING, partner="same",
+           shape=same_as_first, params=_lerp_w),
+]

@@ -1,0 +1,3 @@
+"""view ops (to be filled)."""
+
+SPECS = []

@@ -1,0 +1,322 @@
+"""Judging code shared by the fuzz worker and by every generated ``repro.py``.
+
+This module imports only the standard library and torch: its source is
+inlined verbatim into repro scripts (see ``corpus.repro``), so a repro judges
+a run exactly the way the campaign did. Keep it that way.
+
+Contents: materializing seeded inputs with a layout, running a schedule of
+calls through a function, comparing compiled results with eager (dtype-aware
+tolerances, an fp64 reference where rounding matters), classifying
+exceptions into stages, and building stable failure signatures.
+"""
+
+import hashlib
+import re
+import time
+import traceback
+
+import torch
+
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+# (rtol, atol) for comparing compiled with eager directly. Looser than
+# bit-exactness because Inductor reorders reductions and fuses arithmetic.
+TOLERANCES = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (3e-2, 3e-2),
+}
+
+# When compiled and eager differ beyond TOLERANCES, compiled still passes if
+# its error against the fp64 reference is within this factor of eager's own
+# error (the criterion torch._dynamo.utils.same uses with fp64_ref).
+REF_ERROR_FACTOR = 4.0
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def base_shape(shape, layout):
+    """The shape of the storage tensor from which ``layout`` makes ``shape``."""
+    shape = list(shape)
+    kind = layout.get("kind", "contiguous")
+    if kind == "transposed":
+        a, b = layout["dims"]
+        shape[a], shape[b] = shape[b], shape[a]
+    elif kind == "strided":
+        d, step = layout["dim"], layout["step"]
+        shape[d] = 0 if shape[d] == 0 else (shape[d] - 1) * step + 1
+    elif kind == "expanded":
+        shape[layout["dim"]] = 1
+    return shape
+
+
+def apply_layout(base, shape, layout):
+    kind = layout.get("kind", "contiguous")
+    if kind == "transposed":
+        a, b = layout["dims"]
+        return base.transpose(a, b)
+    if kind == "strided":
+        index = [slice(None)] * base.dim()
+        index[layout["dim"]] = slice(None, None, layout["step"])
+        return base[tuple(index)]
+    if kind == "expanded":
+        return base.expand(*shape)
+    return base
+
+
+def make_arg(spec, device="cpu"):
+    """A tensor from an argument spec: {"shape", "dtype", "layout", "seed"}.
+
+    Values are drawn from a generator seeded by ``spec["seed"]`` on the CPU,
+    so the same spec gives the same tensor in any process. Float values are
+    standard normal (no overflow or NaN traps); ints lie in [-8, 8].
+    """
+    shape = list(spec["shape"])
+    layout = spec.get("layout") or {"kind": "contiguous"}
+    dtype = DTYPES[spec["dtype"]]
+    base = base_shape(shape, layout)
+    if device == "meta":
+        storage = torch.empty(base, dtype=dtype, device="meta")
+    else:
+        gen = torch.Generator().manual_seed(int(spec["seed"]))
+        if dtype.is_floating_point:
+            storage = torch.randn(base, generator=gen, dtype=torch.float32).to(dtype)
+        elif dtype == torch.bool:
+            storage = torch.randint(0, 2, base, generator=gen).bool()
+        else:
+            storage = torch.randint(-8, 9, base, generator=gen, dtype=dtype)
+        storage = storage.to(device)
+    return apply_layout(storage, shape, layout)
+
+
+def make_args(call, device="cpu"):
+    return [make_arg(spec, device) for spec in call["args"]]
+
+
+# ---------------------------------------------------------------- running
+
+
+def snapshot(value):
+    """A detached copy of an output tree (tensors, numbers, tuples)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return tuple(snapshot(v) for v in value)
+    return value
+
+
+def run_call(fn, args):
+    """Call ``fn``; returns {"out": outputs + final input states} or {"error": ...}."""
+    start = time.perf_counter()
+    try:
+        out = fn(*args)
+        result = {"out": (snapshot(out), snapshot(tuple(args)))}
+    except Exception as exc:  # noqa: BLE001 - any failure is data here
+        result = {"error": describe_exception(exc)}
+    result["seconds"] = time.perf_counter() - start
+    return result
+
+
+def describe_exception(exc):
+    return {
+        "type": type(exc).__module__ + "." + type(exc).__qualname__,
+        "message": str(exc)[:4000],
+        "stage": exception_stage(exc),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:],
+    }
+
+
+def exception_stage(exc):
+    """Which compiler layer raised, from the exception's type and message."""
+    name = type(exc).__name__
+    text = str(exc)
+    module = type(exc).__module__
+    if name == "BackendCompilerFailed" or "backend=" in text[:300]:
+        if "CppCompileError" in text or "C++ compile error" in text:
+            return "codegen"
+        if "aot_autograd" in text or "AOTAutograd" in text:
+            return "aot"
+        return "inductor"
+    if name in ("CppCompileError", "CompilationError"):
+        return "codegen"
+    if module.startswith("torch._dynamo") or name in ("TorchRuntimeError", "InternalTorchDynamoError", "Unsupported", "UserError"):
+        return "dynamo"
+    if "guard" in text.lower()[:300]:
+        return "guard"
+    return "runtime"
+
+
+# ---------------------------------------------------------------- comparing
+
+
+def flatten(value, prefix="out"):
+    """[(path, leaf)] for a nested output tree."""
+    if isinstance(value, (tuple, list)):
+        items = []
+        for i, v in enumerate(value):
+            items.extend(flatten(v, f"{prefix}[{i}]"))
+        return items
+    return [(prefix, value)]
+
+
+def compare(eager, compiled, reference=None):
+    """None if ``compiled`` matches ``eager``; else {"symptom", "path", "detail"}.
+
+    ``reference`` is a zero-argument callable giving the fp64 reference tree
+    (same structure), computed only when a direct comparison fails.
+    """
+    e_leaves, c_leaves = flatten(eager), flatten(compiled)
+    if len(e_leaves) != len(c_leaves):
+        return {"symptom": "metadata-mismatch", "path": "out", "detail": f"{len(c_leaves)} outputs, eager has {len(e_leaves)}"}
+    ref_leaves = None
+    for index, ((path, e), (_, c)) in enumerate(zip(e_leaves, c_leaves)):
+        if isinstance(e, torch.Tensor) != isinstance(c, torch.Tensor):
+            return {"symptom": "metadata-mismatch", "path": path, "detail": f"compiled gave {type(c).__name__}, eager {type(e).__name__}"}
+        if not isinstance(e, torch.Tensor):
+            if e != c and not (e != e and c != c):  # NaN == NaN here
+                return {"symptom": "value-mismatch", "path": path, "detail": f"compiled {c!r}, eager {e!r}"}
+            continue
+        if e.shape != c.shape or e.dtype != c.dtype:
+            return {
+                "symptom": "metadata-mismatch",
+                "path": path,
+                "detail": f"compiled {c.dtype}{list(c.shape)}, eager {e.dtype}{list(e.shape)}",
+            }
+        if tensors_close(e, c):
+            continue
+        if reference is not None:
+            if ref_leaves is None:
+                ref_leaves = flatten(reference())
+            r = ref_leaves[index][1]
+            if isinstance(r, torch.Tensor) and r.shape == e.shape and within_reference(e, c, r):
+                continue
+        return {"symptom": "value-mismatch", "path": path, "detail": mismatch_detail(e, c)}
+    return None
+
+
+def tensors_close(e, c):
+    if e.dtype.is_floating_point or e.dtype.is_complex:
+        rtol, atol = TOLERANCES.get(e.dtype, (1e-4, 1e-5))
+        return torch.allclose(c.double(), e.double(), rtol=rtol, atol=atol, equal_nan=True)
+    return torch.equal(e, c)
+
+
+def within_reference(e, c, r):
+    """Is compiled no worse than eager, measured against the fp64 reference?"""
+    if not (e.dtype.is_floating_point):
+        # Discrete results (comparisons, argmax, casts) of float math: a flip
+        # is only a bug if eager agrees with the exact result where they differ.
+        differ = e != c
+        return bool((r.to(e.dtype)[differ] != e[differ]).any())
+    e64, c64, r64 = e.double(), c.double(), r.double()
+    finite = torch.isfinite(r64) & torch.isfinite(e64)
+    if not torch.equal(torch.isfinite(c64) & finite, finite):
+        return False
+    if not finite.any():
+        return True
+    err_c = (c64[finite] - r64[finite]).pow(2).mean().sqrt()
+    err_e = (e64[finite] - r64[finite]).pow(2).mean().sqrt()
+    rtol, atol = TOLERANCES.get(e.dtype, (1e-4, 1e-5))
+    return bool(err_c <= REF_ERROR_FACTOR * err_e + atol)
+
+
+def mismatch_detail(e, c):
+    if e.numel() == 0:
+        return "empty tensors differ"
+    if e.dtype.is_floating_point:
+        diff = (c.double() - e.double()).abs()
+        diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+        flat = int(diff.reshape(-1).argmax())
+    else:
+        flat = int((e != c).reshape(-1).int().argmax())
+    where = list(torch.unravel_index(torch.tensor(flat), e.shape)) if e.dim() else []
+    at = [int(i) for i in where]
+    ev, cv = e.reshape(-1)[flat].item(), c.reshape(-1)[flat].item()
+    count = int((e != c).sum()) if not e.dtype.is_floating_point else int((~torch.isclose(c.double(), e.double(), equal_nan=True)).sum())
+    return f"{count}/{e.numel()} elements differ; at {at}: compiled {cv!r}, eager {ev!r}"
+
+
+def to_reference_args(args):
+    """fp64 copies of floating inputs (same layout), for the reference run."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
+            out.append(a.detach().to(torch.float64))
+        else:
+            out.append(a.detach().clone() if isinstance(a, torch.Tensor) else a)
+    return out
+
+
+# ---------------------------------------------------------------- signatures
+
+_VOLATILE = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"/[\w./-]+\.(py|cpp|so|h)\b"), "<path>"),
+    (re.compile(r"\b[suq]\d+\b"), "s?"),
+    (re.compile(r"\d+"), "N"),
+    (re.compile(r"'[^']*'"), "'?'"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def normalize_message(message):
+    """The first meaningful line of an error, with numbers, paths, symbols erased."""
+    lines = [l.strip() for l in str(message).splitlines() if l.strip()]
+    # Dynamo wraps the real error; prefer the line that names it.
+    for line in lines:
+        if "raised:" in line or "Error:" in line:
+            head = line
+            break
+    else:
+        head = lines[0] if lines else ""
+    for pattern, repl in _VOLATILE:
+        head = pattern.sub(repl, head)
+    return head.strip()[:160]
+
+
+def signature(symptom, lane, key):
+    """A short stable id: same symptom, lane and key give the same signature."""
+    digest = hashlib.sha1(f"{symptom}|{lane}|{key}".encode()).hexdigest()[:10]
+    return f"{symptom}-{digest}"
+
+
+def failure_key(failure, output_ops):
+    """The part of a failure that says which bug it is, for the signature."""
+    if failure["symptom"] in ("crash", "accepts-invalid"):
+        error = failure.get("error") or {}
+        return f"{error.get('type', '')}|{normalize_message(error.get('message', ''))}"
+    path = failure.get("path", "out")
+    m = re.match(r"out\[(\d+)\](?:\[(\d+)\])?", path)
+    op = "?"
+    if m and m.group(1) == "0" and m.group(2) is not None:
+        i = int(m.group(2))
+        op = output_ops[i] if i < len(output_ops) else "?"
+    elif m and m.group(1) == "1":
+        op = "input-mutation"
+    return op
+
+
+def judge_call(eager, compiled, reference=None):
+    """Judge one call's records (from ``run_call``); None when they agree."""
+    if "error" in compiled and "error" not in eager:
+        return {"symptom": "crash", "stage": compiled["error"]["stage"], "error": compiled["error"]}
+    if "error" in eager and "error" not in compiled:
+        return {"symptom": "accepts-invalid", "stage": "runtime", "error": eager["error"],
+                "detail": "compiled returned a result where eager raised"}
+    if "error" in eager:
+        return None
+    diff = compare(eager["out"], compiled["out"], reference)
+    if diff is None:
+        return None
+    diff["stage"] = "runtime"
+    return diff
