@@ -107,8 +107,14 @@ class Builder:
         if any(math.prod(s) > MAX_NUMEL for s in shapes):
             return None
         self.inputs.append(Input(name, dtype, tuple(dims)))
+        # Mostly one layout for all calls (so graphs get reused and guards are
+        # tested); sometimes a new layout per call (stride guards, recompiles).
+        per_call = self.draw(st.integers(0, 3)) == 0
+        layout = self.draw_layout(shapes[0])
         for w, shape in enumerate(shapes):
-            spec = ArgSpec(shape, dtype, self.draw(st.integers(0, 2**31 - 1)), self.draw_layout(shape))
+            if per_call and w > 0:
+                layout = self.draw_layout(shape)
+            spec = ArgSpec(shape, dtype, self.draw(st.integers(0, 2**31 - 1)), layout)
             self.arg_specs[w].append(spec)
             self.envs[w][name] = make_arg(spec.to_json(), device="meta")
         operand = Operand(name, dtype, tuple(shapes))

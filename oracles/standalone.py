@@ -196,8 +196,9 @@ def compare(eager, compiled, reference=None):
             continue
         if reference is not None:
             if ref_leaves is None:
-                ref_leaves = flatten(reference())
-            r = ref_leaves[index][1]
+                ref_tree = reference()
+                ref_leaves = flatten(ref_tree) if ref_tree is not None else []
+            r = ref_leaves[index][1] if index < len(ref_leaves) else None
             if isinstance(r, torch.Tensor) and r.shape == e.shape and within_reference(e, c, r):
                 continue
         return {"symptom": "value-mismatch", "path": path, "detail": mismatch_detail(e, c)}
@@ -320,3 +321,41 @@ def judge_call(eager, compiled, reference=None):
         return None
     diff["stage"] = "runtime"
     return diff
+
+
+# ---------------------------------------------------------------- schedules
+
+
+def graph_count():
+    """Graphs Dynamo has compiled in this process so far (-1 if unknown)."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001 - a counter moved in some torch version
+        return -1
+
+
+def run_schedule(fn, compiled, calls, device="cpu", on_call=None):
+    """Call eager ``fn`` and ``compiled`` once per call, in order, on fresh inputs.
+
+    Returns [(eager_record, compiled_record)]; a compiled record also says how
+    many graphs were compiled during that call (0 means a cached graph was
+    reused). ``on_call(index, eager, compiled)`` is told after each call.
+    """
+    records = []
+    for index, call in enumerate(calls):
+        eager = run_call(fn, make_args(call, device))
+        before = graph_count()
+        result = run_call(compiled, make_args(call, device))
+        result["graphs"] = graph_count() - before if before >= 0 else -1
+        records.append((eager, result))
+        if on_call is not None:
+            on_call(index, eager, result)
+    return records
+
+
+def reference_output(fn, call, device="cpu"):
+    """The fp64 reference for one call: floating inputs upcast, run eagerly."""
+    record = run_call(fn, to_reference_args(make_args(call, device)))
+    return record.get("out")

@@ -1,0 +1,74 @@
+"""Finding: a failing case, its verdict, the environment, and how it was confirmed."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+FINDING_VERSION = 1
+
+
+def environment() -> dict:
+    """Versions that, with the seed, reproduce a campaign."""
+    env = {"python": sys.version.split()[0], "platform": platform.platform()}
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["torch_git"] = getattr(torch.version, "git_version", None)
+    except ImportError:
+        env["torch"] = None
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    try:
+        from importlib.metadata import version
+
+        env["symfuzz"] = version("symfuzz")
+    except Exception:  # noqa: BLE001 - running from a checkout
+        env["symfuzz"] = None
+    return env
+
+
+@dataclass
+class Finding:
+    case: dict  # Case.to_json()
+    verdict: dict  # Verdict.to_json()
+    lane: dict  # Lane.to_json(): the lane is embedded so the finding replays alone
+    environment: dict = field(default_factory=environment)
+    triage: dict = field(default_factory=dict)
+    confirmation: Optional[dict] = None
+
+    @property
+    def signature(self) -> str:
+        return self.verdict["signature"]
+
+    def to_json(self) -> dict:
+        return {
+            "finding_version": FINDING_VERSION,
+            "signature": self.signature,
+            "case": self.case,
+            "verdict": self.verdict,
+            "lane": self.lane,
+            "environment": self.environment,
+            "triage": self.triage,
+            "confirmation": self.confirmation,
+        }
+
+    @staticmethod
+    def from_json(data: dict) -> "Finding":
+        if data.get("finding_version", 1) > FINDING_VERSION:
+            raise ValueError("this finding was written by a newer symfuzz; upgrade symfuzz to replay it")
+        return Finding(
+            case=data["case"],
+            verdict=data["verdict"],
+            lane=data["lane"],
+            environment=data.get("environment", {}),
+            triage=data.get("triage", {}),
+            confirmation=data.get("confirmation"),
+        )

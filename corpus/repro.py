@@ -1,0 +1,147 @@
+"""Render a Finding as a standalone ``repro.py`` that needs only torch.
+
+The script holds the program source, the calls in order (seeded inputs),
+the compile call, and the same judging code the campaign used (inlined from
+``oracles.standalone``). It exits 1 while the bug is present, 0 once fixed,
+2 if it cannot run at all (e.g. eager rejects every call), and its last line
+is ``SYMFUZZ-RESULT {json}`` for tools.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ORACLES_DIR = Path(__file__).resolve().parent.parent / "oracles"
+
+EXIT_FIXED, EXIT_REPRODUCED, EXIT_BROKEN = 0, 1, 2
+
+TEMPLATE = '''#!/usr/bin/env python
+"""symfuzz repro: {headline}
+
+Lane: {lane_name} ({lane_desc}); torch.compile(dynamic={dynamic}).
+Found with torch {torch_version}. Run it with plain `python repro.py`:
+exit 1 while the bug is present, 0 once it is fixed.
+"""
+import os
+
+# Lane environment; must be set before torch is imported.
+{env_lines}
+import json
+import sys
+
+import math
+import torch
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------- the program
+{source}
+# ---------------------------------------------------------------- the calls, in order
+# Each call rebuilds its inputs from a seed: shape, dtype, layout, value seed.
+CALLS = json.loads(r"""
+{calls}
+""")
+OUTPUT_OPS = {output_ops}
+LANE = {lane_name!r}
+EXPECTED_SIGNATURE = {signature!r}
+
+
+def configure():
+{config_lines}
+
+
+def main():
+    print("torch", torch.__version__, "| triton", _triton_version(), "| python", sys.version.split()[0])
+    configure()
+    compiled = torch.compile(fn, {compile_args})
+    records = run_schedule(fn, compiled, CALLS, {device!r})
+    if all("error" in eager for eager, _ in records):
+        print("eager rejects every call; nothing to compare")
+        print("SYMFUZZ-RESULT " + json.dumps({{"ok": None}}))
+        return {exit_broken}
+    for index, (eager, result) in enumerate(records):
+        failure = judge_call(eager, result, lambda call=CALLS[index]: reference_output(fn, call, {device!r}))
+        if failure is None:
+            print(f"call {{index}}: ok (graphs compiled during call: {{result.get('graphs')}})")
+            continue
+        key = failure_key(failure, OUTPUT_OPS)
+        sig = signature(failure["symptom"], LANE, key)
+        print(f"call {{index}}: {{failure['symptom']}} ({{failure.get('stage')}})")
+        if "error" in failure:
+            print(failure["error"]["traceback"])
+        print(failure.get("detail", ""))
+        print("SYMFUZZ-RESULT " + json.dumps({{"ok": False, "signature": sig, "call": index, "symptom": failure["symptom"]}}))
+        return {exit_reproduced}
+    print("SYMFUZZ-RESULT " + json.dumps({{"ok": True}}))
+    return {exit_fixed}
+
+
+def _triton_version():
+    try:
+        import triton
+
+        return triton.__version__
+    except ImportError:
+        return None
+
+
+# ---------------------------------------------------------------- symfuzz helpers
+# Inlined from symfuzz's oracles/standalone.py so that this script needs only torch.
+{standalone}
+{extra}
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _strip_module_docstring(text: str) -> str:
+    if text.startswith('"""'):
+        end = text.index('"""', 3)
+        return text[end + 3 :].lstrip("\n")
+    return text
+
+
+def render_repro(finding) -> str:
+    from fuzz.case import Case
+
+    case = Case.from_json(finding.case)
+    lane = finding.lane
+    verdict = finding.verdict
+    env_lines = "\n".join(f"os.environ.setdefault({k!r}, {v!r})" for k, v in sorted((lane.get("env") or {}).items())) or "pass"
+    config_lines = []
+    extra = ""
+    if lane.get("setup") == "triton-interpreter":
+        extra = _strip_module_docstring((ORACLES_DIR / "triton_cpu.py").read_text())
+        config_lines.append("    enable_triton_interpreter()")
+    if lane.get("config"):
+        config_lines.append("    import torch._inductor.config as inductor_config")
+        for key, value in sorted(lane["config"].items()):
+            config_lines.append(f"    if hasattr(inductor_config, {key!r}):")
+            config_lines.append(f"        inductor_config.{key} = {value!r}")
+    if not config_lines:
+        config_lines.append("    pass")
+    compile_args = f"backend={lane['backend']!r}, dynamic={case.schedule.dynamic!r}"
+    if lane.get("mode"):
+        compile_args += f", mode={lane['mode']!r}"
+    calls = json.dumps([c.to_json() for c in case.schedule.calls], indent=1)
+    return TEMPLATE.format(
+        headline=f"{verdict['symptom']} ({verdict.get('stage')}) [{verdict['signature']}]",
+        lane_name=lane["name"],
+        lane_desc=lane.get("backend"),
+        dynamic=case.schedule.dynamic,
+        torch_version=finding.environment.get("torch"),
+        env_lines=env_lines,
+        source=case.source,
+        calls=calls,
+        output_ops=json.dumps(case.output_ops()),
+        signature=verdict["signature"],
+        config_lines="\n".join(config_lines),
+        compile_args=compile_args,
+        device=lane.get("device", "cpu"),
+        exit_broken=EXIT_BROKEN,
+        exit_reproduced=EXIT_REPRODUCED,
+        exit_fixed=EXIT_FIXED,
+        standalone=_strip_module_docstring((ORACLES_DIR / "standalone.py").read_text()),
+        extra=extra,
+    )

@@ -1,0 +1,174 @@
+"""The ``symfuzz`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A mistake in how symfuzz was called: reported in one line, no traceback."""
+
+
+def duration(text: str) -> float:
+    """'90', '90s', '10m', '1h', '1m30s' -> seconds."""
+    m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text)
+    if not m or not any(m.groups()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write e.g. 120s, 10m or 1h")
+    h, mins, s = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mins * 60 + s
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="symfuzz", description="Fuzz PyTorch's dynamic-shape compiler.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    fuzz = sub.add_parser("fuzz", help="run a time-boxed fuzz campaign")
+    fuzz.add_argument("--budget", type=duration, default=120.0, help="how long to fuzz, e.g. 120s, 10m (default 120s)")
+    fuzz.add_argument("--seed", type=int, default=0, help="campaign seed; with the torch version it fixes the programs")
+    fuzz.add_argument("--lane", default="inductor-cpp", help="compile lane (see `symfuzz lanes`)")
+    fuzz.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    fuzz.add_argument("--out", type=Path, default=Path("symfuzz-out"), help="output folder (default ./symfuzz-out)")
+    fuzz.add_argument("--case-timeout", type=duration, default=180.0, help="kill a worker stuck on one case this long")
+    fuzz.add_argument("--memory-limit", type=positive_int, default=6144, metavar="MB", help="per-worker resident memory limit")
+    fuzz.add_argument("--max-cases", type=positive_int, default=None, help="stop after this many programs")
+    fuzz.add_argument("--max-ops", type=positive_int, default=12, help="most ops per generated program")
+    fuzz.add_argument("--no-confirm", action="store_true", help="report candidates without re-running them in a fresh process")
+    fuzz.add_argument("--quiet", action="store_true", help="no progress output")
+
+    sub.add_parser("lanes", help="list the compile lanes and whether each can run here")
+
+    replay = sub.add_parser("replay", help="re-run findings in fresh processes: reproduced or fixed?")
+    replay.add_argument("path", type=Path, help="a finding folder, a finding.json, or a folder of findings")
+    replay.add_argument("--timeout", type=duration, default=600.0, help="per finding (default 10m)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return {"fuzz": cmd_fuzz, "lanes": cmd_lanes, "replay": cmd_replay}[args.command](args)
+    except UsageError as exc:
+        print(f"symfuzz {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _lane(name: str):
+    from oracles.lanes import get_lane
+
+    try:
+        lane = get_lane(name)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    reason = lane.unavailable_reason()
+    if reason:
+        raise UsageError(f"lane {name!r} cannot run on this machine: {reason}")
+    return lane
+
+
+def cmd_lanes(args) -> int:
+    from oracles.lanes import LANES
+
+    rows = []
+    for lane in LANES.values():
+        reason = lane.unavailable_reason()
+        rows.append((lane.name, "yes" if reason is None else "no", reason or lane.description))
+    width = max(len(r[0]) for r in rows)
+    print(f"{'lane':<{width}}  available  notes")
+    for name, ok, note in rows:
+        print(f"{name:<{width}}  {ok:<9}  {note}")
+    return EXIT_OK
+
+
+def cmd_fuzz(args) -> int:
+    from .campaign import Campaign, CampaignConfig
+
+    lane = _lane(args.lane)
+    if args.budget <= 0:
+        raise UsageError("--budget must be positive")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} exists and is not a folder")
+    config = CampaignConfig(
+        out=args.out,
+        lane=lane,
+        budget=args.budget,
+        seed=args.seed,
+        jobs=args.jobs,
+        case_timeout=args.case_timeout,
+        memory_limit_mb=args.memory_limit,
+        confirm=not args.no_confirm,
+        max_cases=args.max_cases,
+        gen_config={"max_ops": args.max_ops},
+        quiet=args.quiet,
+    )
+    print(f"symfuzz: lane {lane.name}, seed {args.seed}, budget {args.budget:.0f}s, {args.jobs} workers -> {args.out}",
+          file=sys.stderr)
+    stats = Campaign(config).run()
+    print_summary(stats, args.out)
+    return EXIT_FINDINGS if stats["findings"]["confirmed"] else EXIT_OK
+
+
+def print_summary(stats: dict, out: Path) -> None:
+    p, c, f = stats["programs"], stats["calls"], stats["findings"]
+    share = stats["time_share"]
+    print()
+    print(f"programs   {p['generated']} generated, {p['valid']} valid in eager ({p['validity_rate']:.1%}), "
+          f"{p['compiled']} compiled without error")
+    print(f"calls      {c['made']} made, {c['checked']} checked against eager, {c['recompiles']} recompiles")
+    print(f"ops        {stats['distinct_ops']} distinct ops exercised")
+    print("time       " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
+    print(f"findings   {f['confirmed']} confirmed, {f['flaky']} flaky, {f['unconfirmed']} unconfirmed, "
+          f"{f['duplicates']} duplicates")
+    for sig in f["signatures"]:
+        print(f"  {sig}: python {out / 'findings' / sig / 'repro.py'}")
+    if p.get("internal_errors"):
+        print(f"symfuzz internal errors: {p['internal_errors']} (see {out / 'internal_errors.jsonl'}); please report them")
+    print(f"stats      {out / 'stats.json'}")
+
+
+def cmd_replay(args) -> int:
+    from corpus.replay import replay_finding
+    from corpus.store import load_findings
+
+    if not args.path.exists():
+        raise UsageError(f"{args.path} does not exist")
+    try:
+        findings = load_findings(args.path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not findings:
+        raise UsageError(f"no finding.json under {args.path}")
+    reproduced = 0
+    for folder, finding in findings:
+        print(f"{finding.signature}: replaying ({finding.verdict['symptom']} on {finding.lane['name']}) ...", flush=True)
+        outcome = replay_finding(finding, timeout=args.timeout)
+        reproduced += outcome.status in ("reproduced", "different")
+        note = {"reproduced": "REPRODUCED: the bug is still present",
+                "different": f"FAILS DIFFERENTLY (signature {outcome.signature})",
+                "fixed": "fixed: compiled now matches eager",
+                "broken": f"could not run (exit {outcome.returncode}); output tail:\n{outcome.output_tail[-1500:]}"}[outcome.status]
+        print(f"{finding.signature}: {note}  [{outcome.seconds}s]  repro: {folder / 'repro.py'}")
+    print(f"{reproduced}/{len(findings)} reproduced")
+    return EXIT_FINDINGS if reproduced else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

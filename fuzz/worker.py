@@ -1,0 +1,136 @@
+"""A warm worker process: generates, runs and judges cases on one lane.
+
+Protocol: one JSON object per line. The campaign writes ``{"index": i}``
+on stdin; the worker answers on its protocol stream (the original stdout;
+anything torch prints goes to stderr instead):
+
+    {"event": "ready", ...}
+    {"event": "started", "index": i, "case": {...}}   before anything can crash
+    {"event": "result", "index": i, ...}
+
+Because "started" carries the whole case, a segfault, hang or OOM while the
+case runs loses nothing: the campaign records the case as a finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from random import Random
+
+
+def generate(seed: int, index: int, config):
+    """The case for (seed, index): a pure function of both and the versions."""
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    from .generate import draw_case
+
+    data = ConjectureData(random=Random(f"symfuzz:{seed}:{index}"))
+    case = draw_case(data.draw, config)
+    data.freeze()
+    origin = {"seed": seed, "index": index, "choices": list(data.choices)}
+    return type(case)(case.program, case.schedule, origin)
+
+
+def case_from_choices(choices, config):
+    """Replay a case from its recorded Hypothesis choice sequence."""
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    from .generate import draw_case
+
+    return draw_case(ConjectureData.for_choices(choices).draw, config)
+
+
+def run_case(case, lane, oracle_names=None) -> dict:
+    """Execute, judge and (on failure) triage one case; returns the result message body."""
+    from oracles.execute import execute
+    from oracles.registry import judge
+    from oracles.triage import triage
+
+    t0 = time.perf_counter()
+    run = execute(case, lane)
+    t1 = time.perf_counter()
+    verdicts = judge(case, run, oracle_names)
+    failures = [v for v in verdicts if not v.ok]
+    triaged = {}
+    if failures:
+        triaged = triage(case, lane, failures[0])
+        first = failures[0]
+        failures[0] = type(first)(**{**first.__dict__, "stage": triaged["stage"]})
+    t2 = time.perf_counter()
+    calls = run.calls
+    return {
+        "valid": all("error" not in c.eager for c in calls),
+        "compiled": not any("error" in c.compiled and "error" not in c.eager for c in calls),
+        "calls": len(calls),
+        "checked": sum(1 for c in calls if "error" not in c.eager and "error" not in c.compiled),
+        "recompiles": run.recompiles,
+        "graphs": [c.graphs for c in calls],
+        "seconds": {
+            "compile": run.seconds["compile"],
+            "run": run.seconds["run"] + run.seconds["eager"],
+            "oracle": t2 - t1,
+            "execute_other": (t1 - t0) - sum(run.seconds.values()),
+        },
+        "verdicts": [v.to_json() for v in failures],
+        "triage": triaged,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fuzz.worker")
+    parser.add_argument("--lane", required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--gen-config", default="{}")
+    args = parser.parse_args(argv)
+
+    # Keep the protocol stream clean: whatever torch prints goes to stderr.
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+
+    def send(message: dict) -> None:
+        protocol.write(json.dumps(message, default=str) + "\n")
+        protocol.flush()
+
+    from oracles.lanes import get_lane, prepare_process
+
+    lane = get_lane(args.lane)
+    prepare_process(lane)
+    import torch
+
+    from .generate import GenConfig
+
+    config = GenConfig(**json.loads(args.gen_config))
+    send({"event": "ready", "pid": os.getpid(), "torch": torch.__version__})
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        index = request["index"]
+        t0 = time.perf_counter()
+        try:
+            case = generate(args.seed, index, config)
+        except Exception:  # noqa: BLE001 - a generator bug; report, keep going
+            send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
+            continue
+        generate_seconds = time.perf_counter() - t0
+        send({"event": "started", "index": index, "case": case.to_json()})
+        try:
+            result = run_case(case, lane)
+        except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
+            send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
+            continue
+        result["seconds"]["generate"] = generate_seconds
+        result["ops"] = case.program.ops()
+        result.update(event="result", index=index, total_seconds=time.perf_counter() - t0)
+        send(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""Differential oracle: compiled results against eager, on every call."""
+
+from __future__ import annotations
+
+from . import standalone
+from .registry import oracle
+from .verdict import Verdict, passed
+
+
+@oracle("differential")
+def differential_oracle(case, run) -> Verdict:
+    """Fails when a call where both sides returned gives different results.
+
+    Values are compared with dtype-aware tolerances; a value outside them
+    still passes if compiled is no further from an fp64 reference than eager
+    is (rounding, not a bug). Shapes, dtypes and output structure must match
+    exactly. Final input states are compared too, which checks mutation.
+    """
+    for index, call in enumerate(run.calls):
+        if "error" in call.eager or "error" in call.compiled:
+            continue
+        diff = standalone.compare(call.eager["out"], call.compiled["out"], call.reference)
+        if diff is None:
+            continue
+        key = standalone.failure_key(diff, run.output_ops)
+        return Verdict(
+            ok=False,
+            oracle="differential",
+            symptom=diff["symptom"],
+            stage="runtime",
+            signature=standalone.signature(diff["symptom"], run.lane, key),
+            call_index=index,
+            evidence={"path": diff["path"], "detail": diff["detail"], "graphs_at_call": call.graphs},
+        )
+    return passed("differential")

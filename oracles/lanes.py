@@ -1,0 +1,174 @@
+"""Lanes: how a case is compiled (backend, device, codegen, mode, config).
+
+A lane is data. ``env`` must be in the process environment before torch is
+imported (workers and repro scripts set it first thing); ``config`` is
+applied with ``torch._inductor.config.patch`` around each compile, so a
+worker can also run a cheaper lane in-process to triage a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+# Applied to every Inductor lane, on purpose:
+# - emulate_precision_casts: Inductor keeps bf16/fp16 intermediates in fp32
+#   unless asked to round them like eager does; that difference is by design,
+#   not a bug, and would drown real findings.
+# - fx_graph_cache/autograd_cache off: a cache hit can hide a codegen bug,
+#   and a planted fault must not leak into later runs through the cache.
+INDUCTOR_CONFIG = {
+    "emulate_precision_casts": True,
+    "fx_graph_cache": False,
+    "autotune_local_cache": False,
+}
+INDUCTOR_ENV = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+
+
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    backend: str  # "eager" (Dynamo only), "aot_eager", "inductor"
+    description: str
+    device: str = "cpu"
+    codegen: Optional[str] = None  # "cpp", "triton", "triton-interpret"
+    mode: Optional[str] = None  # torch.compile(mode=...), e.g. "reduce-overhead"
+    env: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    setup: Optional[str] = None  # "triton-interpreter": patch triton for CPU
+    cheaper: tuple[str, ...] = ()  # lanes that triage a failure, cheapest first
+    check: Optional[Callable[[], Optional[str]]] = None  # why unavailable, or None
+
+    def unavailable_reason(self) -> Optional[str]:
+        if self.check is None:
+            return None
+        try:
+            return self.check()
+        except Exception as exc:  # noqa: BLE001 - availability probes must not raise
+            return f"availability check failed: {exc}"
+
+    def compile_kwargs(self, dynamic) -> dict:
+        kwargs = {"backend": self.backend, "dynamic": dynamic}
+        if self.mode:
+            kwargs["mode"] = self.mode
+        return kwargs
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "backend": self.backend,
+            "device": self.device,
+            "codegen": self.codegen,
+            "mode": self.mode,
+            "env": self.env,
+            "config": self.config,
+            "setup": self.setup,
+        }
+
+
+def _needs_triton_interpreter() -> Optional[str]:
+    from .triton_cpu import triton_interpreter_unavailable_reason
+
+    return triton_interpreter_unavailable_reason()
+
+
+def _needs_cuda() -> Optional[str]:
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA GPU visible to torch (this torch build: %s)" % torch.__version__
+    return None
+
+
+def _needs_cpp_toolchain() -> Optional[str]:
+    from shutil import which
+
+    cxx = os.environ.get("CXX", "g++")
+    if which(cxx) is None and which("c++") is None:
+        return f"no C++ compiler found ({cxx}); Inductor's C++ codegen needs one"
+    return None
+
+
+LANES: dict[str, Lane] = {}
+
+
+def register_lane(lane: Lane) -> Lane:
+    if lane.name in LANES:
+        raise ValueError(f"lane {lane.name!r} is registered twice")
+    LANES[lane.name] = lane
+    return lane
+
+
+register_lane(Lane("eager", "eager", "Dynamo only: traces and guards, runs the FX graph eagerly"))
+register_lane(Lane("aot_eager", "aot_eager", "Dynamo + AOTAutograd (functionalization, decompositions), no codegen", cheaper=("eager",)))
+register_lane(
+    Lane(
+        "inductor-cpp",
+        "inductor",
+        "Inductor with C++/OpenMP codegen on CPU",
+        codegen="cpp",
+        env=INDUCTOR_ENV,
+        config={**INDUCTOR_CONFIG, "cpu_backend": "cpp"},
+        cheaper=("eager", "aot_eager"),
+        check=_needs_cpp_toolchain,
+    )
+)
+register_lane(
+    Lane(
+        "inductor-triton-interpret",
+        "inductor",
+        "Inductor's Triton codegen on CPU, run by Triton's interpreter",
+        codegen="triton-interpret",
+        env={**INDUCTOR_ENV, "TRITON_INTERPRET": "1"},
+        config={**INDUCTOR_CONFIG, "cpu_backend": "triton"},
+        setup="triton-interpreter",
+        cheaper=("eager", "aot_eager", "inductor-cpp"),
+        check=_needs_triton_interpreter,
+    )
+)
+register_lane(
+    Lane(
+        "inductor-triton",
+        "inductor",
+        "Inductor's Triton codegen compiled for a CUDA GPU",
+        device="cuda",
+        codegen="triton",
+        env=INDUCTOR_ENV,
+        config=dict(INDUCTOR_CONFIG),
+        cheaper=("eager", "aot_eager"),
+        check=_needs_cuda,
+    )
+)
+
+
+def get_lane(name: str) -> Lane:
+    if name not in LANES:
+        known = ", ".join(LANES)
+        raise KeyError(f"unknown lane {name!r}; known lanes: {known} (see `symfuzz lanes`)")
+    return LANES[name]
+
+
+def prepare_process(lane: Lane) -> None:
+    """Make this process ready to run ``lane``; call before compiling anything."""
+    for key, value in lane.env.items():
+        os.environ.setdefault(key, value)
+    if lane.setup == "triton-interpreter":
+        from .triton_cpu import enable_triton_interpreter
+
+        enable_triton_interpreter()
+
+
+def config_patch(lane: Lane):
+    """A context manager applying the lane's Inductor config."""
+    import contextlib
+
+    if not lane.config:
+        return contextlib.nullcontext()
+    import torch._inductor.config as inductor_config
+
+    known = {k: v for k, v in lane.config.items() if hasattr(inductor_config, k)}
+    return inductor_config.patch(known)
