@@ -54,6 +54,7 @@ class CampaignConfig:
     confirm_timeout: float = 300.0
     confirm_grace: float = 240.0  # extra time after the budget for pending confirmations
     max_cases: Optional[int] = None  # stop after this many cases (tests, benchmarks)
+    max_findings: Optional[int] = None  # stop once this many findings are confirmed
     gen_config: dict = field(default_factory=dict)
     quiet: bool = False
 
@@ -311,7 +312,11 @@ class Campaign:
         try:
             while True:
                 now = time.monotonic()
-                accepting = now < deadline and (cfg.max_cases is None or self.next_index < cfg.max_cases)
+                accepting = (
+                    now < deadline
+                    and (cfg.max_cases is None or self.next_index < cfg.max_cases)
+                    and (cfg.max_findings is None or self.summary["findings"] < cfg.max_findings)
+                )
                 for w in workers:
                     if w.ready and w.index is None and accepting:
                         w.assign(self.next_index)

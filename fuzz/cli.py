@@ -47,10 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--memory-limit", type=positive_int, default=6144, metavar="MB", help="per-worker resident memory limit")
     fuzz.add_argument("--max-cases", type=positive_int, default=None, help="stop after this many programs")
     fuzz.add_argument("--max-ops", type=positive_int, default=12, help="most ops per generated program")
+    fuzz.add_argument("--max-findings", type=positive_int, default=None, help="stop once this many findings are confirmed")
+    fuzz.add_argument("--ops", default=None, help="comma-separated op names: generate only these (see `symfuzz ops`)")
+    fuzz.add_argument("--confirm-timeout", type=duration, default=300.0, help="limit for one fresh-process confirmation")
     fuzz.add_argument("--no-confirm", action="store_true", help="report candidates without re-running them in a fresh process")
     fuzz.add_argument("--quiet", action="store_true", help="no progress output")
 
     sub.add_parser("lanes", help="list the compile lanes and whether each can run here")
+    sub.add_parser("ops", help="list the op specs the generator draws from, by family")
 
     replay = sub.add_parser("replay", help="re-run findings in fresh processes: reproduced or fixed?")
     replay.add_argument("path", type=Path, help="a finding folder, a finding.json, or a folder of findings")
@@ -62,7 +66,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"fuzz": cmd_fuzz, "lanes": cmd_lanes, "replay": cmd_replay}[args.command](args)
+        return {"fuzz": cmd_fuzz, "lanes": cmd_lanes, "ops": cmd_ops, "replay": cmd_replay}[args.command](args)
     except UsageError as exc:
         print(f"symfuzz {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -98,6 +102,18 @@ def cmd_lanes(args) -> int:
     return EXIT_OK
 
 
+def cmd_ops(args) -> int:
+    from .specs import all_specs
+
+    by_family: dict[str, list[str]] = {}
+    for spec in all_specs():
+        by_family.setdefault(spec.family, []).append(spec.name)
+    for family, names in by_family.items():
+        print(f"{family} ({len(names)}): {', '.join(names)}")
+    print(f"{sum(len(v) for v in by_family.values())} op specs")
+    return EXIT_OK
+
+
 def cmd_fuzz(args) -> int:
     from .campaign import Campaign, CampaignConfig
 
@@ -106,6 +122,16 @@ def cmd_fuzz(args) -> int:
         raise UsageError("--budget must be positive")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
+    gen_config = {"max_ops": args.max_ops}
+    if args.ops:
+        from .specs import all_specs
+
+        names = [n.strip() for n in args.ops.split(",") if n.strip()]
+        known = {s.name for s in all_specs()}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise UsageError(f"unknown op(s) {', '.join(unknown)}; `symfuzz ops` lists the {len(known)} known ones")
+        gen_config["ops"] = names
     config = CampaignConfig(
         out=args.out,
         lane=lane,
@@ -116,7 +142,9 @@ def cmd_fuzz(args) -> int:
         memory_limit_mb=args.memory_limit,
         confirm=not args.no_confirm,
         max_cases=args.max_cases,
-        gen_config={"max_ops": args.max_ops},
+        max_findings=args.max_findings,
+        confirm_timeout=args.confirm_timeout,
+        gen_config=gen_config,
         quiet=args.quiet,
     )
     print(f"symfuzz: lane {lane.name}, seed {args.seed}, budget {args.budget:.0f}s, {args.jobs} workers -> {args.out}",

@@ -535,6 +535,20 @@ def _impls():
     return t
 
 
+def _np_dtype(tl_scalar_dtype):
+    """numpy storage dtype the interpreter uses for a Triton scalar dtype."""
+    try:
+        from triton.runtime.interpreter import _get_np_dtype  # private; present in 3.x
+
+        return _get_np_dtype(tl_scalar_dtype)
+    except ImportError:  # pragma: no cover - fallback for a moved helper
+        import numpy as np
+
+        name = str(tl_scalar_dtype)
+        table = {"int1": "bool", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
+        return np.dtype(table.get(name, name))
+
+
 def _evaluate(name, arrays, np_out_dtype):
     import numpy as np
 
@@ -555,24 +569,29 @@ def _numpy_extern_elementwise(self, libName, libPath, symbol, argList, retType, 
     the dtype (or block type) chosen from the CUDA symbol table.  Evaluated
     with numpy under the libdevice name recorded by the calling stand-in, or,
     for direct callers, the name recovered from the symbol."""
-    from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+    from triton.runtime.interpreter import TensorHandle
 
     name = getattr(_tls, "name", None) or _name_from_symbol(symbol)
     scalar_ty = getattr(retType, "scalar", retType)
-    out = _evaluate(name, [a.data for a in argList], _get_np_dtype(scalar_ty))
+    out = _evaluate(name, [a.data for a in argList], _np_dtype(scalar_ty))
     return TensorHandle(out, scalar_ty)
 
 
 setattr(_numpy_extern_elementwise, _MARK, True)
 
 
+_SYMBOL_ALIASES = {"powi": "pow", "fabs": "abs", "llabs": "abs", "isnand": "isnan", "isinfd": "isinf"}
+
+
 def _name_from_symbol(symbol):
-    """Best effort "__nv_expf" -> "exp" for extern calls not made via our stand-ins."""
+    """Best effort "__nv_expf" -> "exp" for extern calls that did not come
+    through a stand-in (which records the exact libdevice name instead)."""
     s = re.sub(r"^__(nv|ocml)_", "", str(symbol))
     s = re.sub(r"_f(16|32|64)$", "", s)
     table = _impls()
-    for cand in (s, s[:-1] if s.endswith(("f", "d")) else None, s[1:] if s[:1] in ("f", "d") else None):
-        if cand and cand in table:
+    for cand in (s, s[:-1], s[1:], s[1:-1]):  # optional f/d type prefix or suffix
+        cand = _SYMBOL_ALIASES.get(cand, cand)
+        if cand in table:
             return cand
     return s
 
@@ -608,7 +627,7 @@ def _make_direct_standin(name, semantic, stub_module_name):
 
     def standin(*args, **kwargs):
         import triton.language as tl
-        from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+        from triton.runtime.interpreter import TensorHandle
 
         tensors = [semantic.to_tensor(a) for a in args]
         for tt in tensors:
@@ -627,7 +646,7 @@ def _make_direct_standin(name, semantic, stub_module_name):
             ret = tl.int64
         else:
             ret = tensors[0].dtype
-        out = _evaluate(name, [tt.handle.data for tt in tensors], _get_np_dtype(ret))
+        out = _evaluate(name, [tt.handle.data for tt in tensors], _np_dtype(ret))
         ty = tensors[0].type
         ret_ty = ty.with_element_ty(ret) if ty.is_block() else ret
         return tl.tensor(TensorHandle(out, ret), ret_ty)

@@ -59,11 +59,13 @@ def _index_vector(ctx, d, length_desc, unique=False, negative=False):
         if form == 0:
             return f"torch.arange({L}, device={x.name}.device).flip(0)"
         c = ctx.draw(st.sampled_from([0, 1, 2]))
-        base = f"(torch.arange({L}, device={x.name}.device) + {c}) % max({n}, 1)"
+        term = f"torch.arange({L}, device={x.name}.device)" + (f" + {c}" if c else "")
+        base = f"({term}) % max({n}, 1)" if c else f"{term} % max({n}, 1)"
     else:
         m = ctx.draw(st.sampled_from([1, 2, 3, 7]))
         c = ctx.draw(st.sampled_from([0, 1, 3]))
-        base = f"(torch.arange({L}, device={x.name}.device) * {m} + {c}) % max({n}, 1)"
+        term = f"torch.arange({L}, device={x.name}.device)" + (f" * {m}" if m != 1 else "")
+        base = f"({term} + {c}) % max({n}, 1)" if c else f"{term} % max({n}, 1)"
     if negative:
         return f"({base} - {n})"
     return f"({base})"

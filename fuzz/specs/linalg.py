@@ -202,7 +202,7 @@ def prod(name, template, arity=2, kinds=NUMERIC, **kw):
     return OpSpec(name, F, template, arity=arity, kinds=kinds, **kw)
 
 
-def einsum(name, equation, rank, partner=None, shape=None, weight=0.4):
+def einsum(name, equation, rank, partner=None, shape=None, weight=0.5):
     if partner is None:
         return OpSpec(name, F, f'torch.einsum("{equation}", {{0}})', arity=1, kinds=NUMERIC, min_rank=rank,
                       max_rank=rank, shape=shape, weight=weight)
@@ -211,10 +211,10 @@ def einsum(name, equation, rank, partner=None, shape=None, weight=0.4):
 
 
 SPECS = [
-    prod("mm", "torch.mm({0}, {1}{c1})", min_rank=2, max_rank=2, partner=_mm_partner, shape=_mm_shape, weight=1.25),
-    prod("bmm", "torch.bmm({0}, {1}{c1})", min_rank=3, max_rank=3, partner=_bmm_partner, shape=_bmm_shape),
+    prod("mm", "torch.mm({0}, {1}{c1})", min_rank=2, max_rank=2, partner=_mm_partner, shape=_mm_shape, weight=2.0),
+    prod("bmm", "torch.bmm({0}, {1}{c1})", min_rank=3, max_rank=3, partner=_bmm_partner, shape=_bmm_shape, weight=1.5),
     prod("matmul", "torch.matmul({0}, {1}{c1})", min_rank=1, max_rank=4, partner=_matmul_partner,
-         shape=_matmul_shape, weight=1.5),
+         shape=_matmul_shape, weight=2.5),
     prod("matmul_op", "{0} @ {1}{c1}", min_rank=1, max_rank=4, partner=_matmul_partner, shape=_matmul_shape,
          weight=0.75),
     prod("mv", "torch.mv({0}, {1}{c1})", min_rank=2, max_rank=2, partner=_mv_partner, shape=_mv_shape, weight=0.5),
@@ -222,7 +222,7 @@ SPECS = [
     prod("outer", "torch.outer({0}, {1})", min_rank=1, max_rank=1, partner=_vec_partner, shape=_outer_shape,
          params=lambda ctx: {}, weight=0.5),
     prod("linear", "F.linear({0}, {1}{c1})", kinds=FLOATING, min_rank=1, partner=_linear_partner,
-         shape=_linear_shape),
+         shape=_linear_shape, weight=2.0),
     prod("linear_bias", "F.linear({0}, {1}{c1}, {1}{c1}.sum(1))", kinds=FLOATING, min_rank=1,
          partner=_linear_partner, shape=_linear_shape, weight=0.75),
     prod("addmm", "torch.addmm({1}.sum(0, dtype=torch.{dt}), {0}, {1}{c1}, beta={beta}, alpha={alpha})", min_rank=2, max_rank=2,
@@ -235,13 +235,13 @@ SPECS = [
          weight=0.4),
     prod("vecdot", "torch.linalg.vecdot({0}, {1}{c1})", kinds=FLOATING, min_rank=1, partner="broadcast",
          shape=_vecdot_shape, weight=0.5),
-    einsum("einsum_mm", "ij,jk->ik", 2, _mm_partner, _mm_shape),
-    einsum("einsum_bmm", "bij,bjk->bik", 3, _bmm_partner, _bmm_shape),
-    einsum("einsum_diag", "ii->i", 2, shape=_diag_shape, weight=0.3),
-    einsum("einsum_t", "ij->ji", 2, shape=_t_shape, weight=0.3),
-    einsum("einsum_dot", "i,i->", 1, "same", _scalar_shape, weight=0.3),
-    einsum("einsum_outer", "i,j->ij", 1, _vec_partner, _outer_shape, weight=0.3),
-    einsum("einsum_rowdot", "ij,ij->i", 2, "same", _rowsum_shape, weight=0.3),
-    einsum("einsum_bouter", "bi,bj->bij", 2, _bvec_partner, _bouter_shape, weight=0.3),
+    einsum("einsum_mm", "ij,jk->ik", 2, _mm_partner, _mm_shape, weight=0.75),
+    einsum("einsum_bmm", "bij,bjk->bik", 3, _bmm_partner, _bmm_shape, weight=0.75),
+    einsum("einsum_diag", "ii->i", 2, shape=_diag_shape, weight=0.5),
+    einsum("einsum_t", "ij->ji", 2, shape=_t_shape, weight=0.5),
+    einsum("einsum_dot", "i,i->", 1, "same", _scalar_shape, weight=0.5),
+    einsum("einsum_outer", "i,j->ij", 1, _vec_partner, _outer_shape, weight=0.5),
+    einsum("einsum_rowdot", "ij,ij->i", 2, "same", _rowsum_shape, weight=0.5),
+    einsum("einsum_bouter", "bi,bj->bij", 2, _bvec_partner, _bouter_shape, weight=0.5),
     OpSpec("trace", F, "torch.trace({0})", kinds=NUMERIC, min_rank=2, max_rank=2, shape=_scalar_shape, weight=0.4),
 ]

@@ -55,9 +55,10 @@ def _size_eval(desc, shape):
 
 def _conv_partner(spatial):
     def partner(draw, first):
-        o = size_vec(draw, first, dims=[1], consts=(1, 2, 3, 4))
+        c = first.rank - spatial - 1  # channel dim: 1 batched, 0 unbatched
+        o = size_vec(draw, first, dims=[c], consts=(1, 2, 3, 4))
         ks = [draw(st.sampled_from([1, 2, 3])) for _ in range(spatial)]
-        return [(oo, s[1]) + tuple(ks) for s, oo in zip(first.shapes, o)]
+        return [(oo, s[c]) + tuple(ks) for s, oo in zip(first.shapes, o)]
 
     return partner
 
@@ -68,9 +69,16 @@ def _convt_partner(draw, first):
     return [(s[1], oo, k) for s, oo in zip(first.shapes, o)]
 
 
+def _conv_ok(x, spatial):
+    """Eager CPU rejects empty channel or spatial dims unless the batch is empty; meta does not."""
+    return all(x.min_size(d) >= 1 for d in range(x.rank - spatial - 1, x.rank))
+
+
 def _conv_params(ctx):
-    w = ctx.operands[1]
-    padding = ctx.draw(st.sampled_from(["'same'", "0", "1"]))
+    x, w = ctx.operands[0], ctx.operands[1]
+    padding = ctx.draw(st.sampled_from(["'same'", "'same'", "0", "1"]))
+    if not _conv_ok(x, w.rank - 2):
+        padding = f"{x.name}.size({BAD_DIM})"
     stride = 1 if padding == "'same'" else ctx.draw(st.sampled_from([1, 1, 2]))
     dilation = ctx.draw(st.sampled_from([1, 1, 2]))
     c1 = cast(ctx)
@@ -81,19 +89,22 @@ def _conv_params(ctx):
 def _conv_shape(shapes, params):
     x, w = shapes[0], shapes[1]
     spatial = len(w) - 2
-    out = [x[0], w[0]]
+    batch = tuple(x[: len(x) - spatial - 1])
+    out = [w[0]]
     for i in range(spatial):
-        n, k = x[2 + i], w[2 + i]
+        n, k = x[len(x) - spatial + i], w[2 + i]
         if params["padding"] == "'same'":
             out.append(n)
         else:
             p = int(params["padding"])
             out.append((n + 2 * p - params["dilation"] * (k - 1) - 1) // params["stride"] + 1)
-    return tuple(out)
+    return batch + tuple(out)
 
 
 def _convt_params(ctx):
-    return {"c1": cast(ctx), "stride": ctx.draw(st.sampled_from([1, 2])), "padding": ctx.draw(st.sampled_from([0, 1]))}
+    x = ctx.operands[0]
+    padding = ctx.draw(st.sampled_from([0, 1])) if _conv_ok(x, 1) else f"{x.name}.size({BAD_DIM})"
+    return {"c1": cast(ctx), "stride": ctx.draw(st.sampled_from([1, 2])), "padding": padding}
 
 
 def _convt_shape(shapes, params):
@@ -399,9 +410,9 @@ def nn(name, template, arity=1, kinds=FLOATING, **kw):
 SPECS = [
     # convolutions
     nn("conv1d", "F.conv1d({0}, {1}{c1}{bias}, stride={stride}, padding={padding}, dilation={dilation})", arity=2,
-       min_rank=3, max_rank=3, partner=_conv_partner(1), params=_conv_params, shape=_conv_shape),
+       min_rank=2, max_rank=3, partner=_conv_partner(1), params=_conv_params, shape=_conv_shape, weight=1.5),
     nn("conv2d", "F.conv2d({0}, {1}{c1}{bias}, stride={stride}, padding={padding}, dilation={dilation})", arity=2,
-       min_rank=4, max_rank=4, partner=_conv_partner(2), params=_conv_params, shape=_conv_shape),
+       min_rank=3, max_rank=4, partner=_conv_partner(2), params=_conv_params, shape=_conv_shape, weight=1.5),
     nn("conv_transpose1d", "F.conv_transpose1d({0}, {1}{c1}, stride={stride}, padding={padding})", arity=2,
        min_rank=3, max_rank=3, partner=_convt_partner, params=_convt_params, shape=_convt_shape, weight=0.5),
     # pooling
@@ -447,7 +458,7 @@ SPECS = [
     # embedding and one_hot (indices in range by construction)
     nn("embedding", "F.embedding({0}.long() % {1}.size(0), {1})", arity=2, kinds=INDEX_KINDS, max_rank=3,
        partner=_emb_partner, partner_kinds=NUMERIC, shape=_emb_shape),
-    nn("embedding_arange", "F.embedding((torch.arange({n}) * {mul}) % {0}.size({wd}), {0})", kinds=NUMERIC,
+    nn("embedding_arange", "F.embedding((torch.arange({n}, device={0}.device) * {mul}) % {0}.size({wd}), {0})", kinds=NUMERIC,
        min_rank=2, max_rank=2, params=_emb_arange_params, shape=_emb_arange_shape, weight=0.75),
     nn("one_hot", "F.one_hot({0}.long() % {c}, {c})", kinds=INDEX_KINDS, max_rank=3, params=_one_hot_params,
        shape=_one_hot_shape, weight=0.75),
@@ -457,12 +468,12 @@ SPECS = [
     nn("sdpa_kv", "F.scaled_dot_product_attention({0}, {1}{c1}, {1}{c1}{extra})", arity=2, min_rank=3, max_rank=4,
        partner=_kv_partner, params=_sdpa_params, shape=_sdpa_shape),
     nn("sdpa_mask",
-       "F.scaled_dot_product_attention({0}, {1}{c1}, {1}{c1}, attn_mask=torch.ones({l}, {s}, dtype=torch.bool).tril({diag}))",
+       "F.scaled_dot_product_attention({0}, {1}{c1}, {1}{c1}, attn_mask=torch.ones({l}, {s}, dtype=torch.bool, device={0}.device).tril({diag}))",
        arity=2, min_rank=3, max_rank=4, partner=_kv_partner, params=_sdpa_mask_params, shape=_sdpa_shape,
        weight=0.75),
     # losses and similarities
     nn("cross_entropy",
-       'F.cross_entropy({0}, (torch.arange({n}) * {mul}) % {0}.size({cd}), reduction="{reduction}"{extra})',
+       'F.cross_entropy({0}, (torch.arange({n}, device={0}.device) * {mul}) % {0}.size({cd}), reduction="{reduction}"{extra})',
        min_rank=2, max_rank=2, params=_cross_entropy_params, shape=_cross_entropy_shape, weight=0.75),
     nn("mse_loss", 'F.mse_loss({0}, {1}{c1}, reduction="{reduction}")', arity=2, partner="same",
        params=_loss_params, shape=_loss_shape, weight=0.5),

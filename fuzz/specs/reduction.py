@@ -138,65 +138,70 @@ def _topk_shape(shapes, params):
     return tuple(s)
 
 
+# Many reduction specs apply to almost any operand; per-spec weights stay low so
+# the family does not crowd out the others.
 def red(name, template, kinds=FLOATING, params=None, shape=_dim_shape, **kw):
+    kw.setdefault("weight", 0.6)
     return OpSpec(name, F, template, arity=1, kinds=kinds, params=params or _dim_params(), shape=shape, **kw)
 
 
 def full(name, template, kinds=FLOATING, **kw):
+    kw.setdefault("weight", 0.6)
     return OpSpec(name, F, template, arity=1, kinds=kinds, shape=_full_shape, **kw)
 
 
 SPECS = [
     # sums and means
-    full("sum", "torch.sum({0})", kinds=ANY_KIND, weight=0.75),
+    full("sum", "torch.sum({0})", kinds=ANY_KIND, weight=0.45),
     red("sum_dim", "torch.sum({0}, dim={dim}, keepdim={keepdim})", kinds=ANY_KIND),
     OpSpec("sum_dims", F, "{0}.sum(dim={dims}, keepdim={keepdim})", kinds=ANY_KIND, min_rank=2,
-           params=_dims_params, shape=_dims_shape, weight=0.75),
-    full("mean", "torch.mean({0})", nonempty=True, weight=0.5),
+           params=_dims_params, shape=_dims_shape, weight=0.45),
+    full("mean", "torch.mean({0})", nonempty=True, weight=0.3),
     red("mean_dim", "{0}.mean({dim}, keepdim={keepdim})", params=_dim_params(lo=1)),
     OpSpec("mean_dims", F, "torch.mean({0}, dim={dims}, keepdim={keepdim})", kinds=FLOATING, min_rank=2,
-           nonempty=True, params=_dims_params, shape=_dims_shape, weight=0.5),
-    red("prod_dim", "torch.prod({0}, {dim}, keepdim={keepdim})", params=_dim_params(hi=8), weight=0.5),
+           nonempty=True, params=_dims_params, shape=_dims_shape, weight=0.3),
+    red("prod_dim", "torch.prod({0}, {dim}, keepdim={keepdim})", params=_dim_params(hi=8), weight=0.3),
     # extrema (no identity: nonzero reduced dims only)
     red("amax", "torch.amax({0}, dim={dim}, keepdim={keepdim})", kinds=NUMERIC, params=_dim_params(lo=1)),
-    red("amin", "torch.amin({0}, {dim}, {keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), weight=0.75),
-    full("max_all", "torch.max({0})", kinds=NUMERIC, nonempty=True, weight=0.5),
+    red("amin", "torch.amin({0}, {dim}, {keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), weight=0.45),
+    full("max_all", "torch.max({0})", kinds=NUMERIC, nonempty=True, weight=0.3),
     red("max_dim", "torch.max({0}, {dim}, keepdim={keepdim})[0]", kinds=NUMERIC, params=_dim_params(lo=1)),
     red("min_dim", "torch.min({0}, dim={dim}, keepdim={keepdim}).values", kinds=NUMERIC,
-        params=_dim_params(lo=1), weight=0.75),
+        params=_dim_params(lo=1), weight=0.45),
     red("argmax", "torch.argmax({0}, dim={dim}, keepdim={keepdim})", kinds=NUMERIC, params=_dim_params(lo=1)),
-    red("argmin", "{0}.argmin({dim}, {keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), weight=0.75),
-    full("argmax_all", "{0}.argmax()", kinds=NUMERIC, nonempty=True, weight=0.5),
+    red("argmin", "{0}.argmin({dim}, {keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), weight=0.45),
+    full("argmax_all", "{0}.argmax()", kinds=NUMERIC, nonempty=True, weight=0.3),
     # moments and norms
     red("var", "torch.var({0}, dim={dim}, correction={correction}, keepdim={keepdim})", params=_var_params),
     red("std", "{0}.std({dim}, correction={correction}, keepdim={keepdim})", params=_var_params),
-    full("var_all", "torch.var({0}, correction={correction})", nonempty=True, params=_var_all_params, weight=0.5),
+    full("var_all", "torch.var({0}, correction={correction})", nonempty=True, params=_var_all_params, weight=0.3),
     red("vector_norm", "torch.linalg.vector_norm({0}, ord={ord}, dim={dim}, keepdim={keepdim})", params=_norm_params),
-    full("norm_all", "{0}.norm()", weight=0.5),
+    full("norm_all", "{0}.norm()", weight=0.3),
     red("logsumexp", "torch.logsumexp({0}, {dim}, keepdim={keepdim})", params=_dim_params(lo=1)),
     # boolean reductions
     red("any_dim", "torch.any({0}, dim={dim}, keepdim={keepdim})", kinds=ANY_KIND),
     red("all_dim", "{0}.all({dim}, keepdim={keepdim})", kinds=ANY_KIND),
-    full("any", "{0}.any()", kinds=ANY_KIND, weight=0.5),
-    full("all", "torch.all({0})", kinds=ANY_KIND, weight=0.5),
+    full("any", "{0}.any()", kinds=ANY_KIND, weight=0.3),
+    full("all", "torch.all({0})", kinds=ANY_KIND, weight=0.3),
     red("count_nonzero", "torch.count_nonzero({0}, dim={dim})", kinds=ANY_KIND, params=_dim_params(keepdim=False),
-        weight=0.5),
+        weight=0.3),
     # normalizations along a dim
     OpSpec("softmax", F, "F.softmax({0}, dim={dim}{dtype})", kinds=FLOATING, params=_softmax_params,
-           shape=same_as_first, weight=1.25),
+           shape=same_as_first, weight=0.75),
     OpSpec("log_softmax", F, "torch.log_softmax({0}, {dim}{dtype})", kinds=FLOATING, params=_softmax_params,
-           shape=same_as_first),
+           shape=same_as_first, weight=0.6),
     # scans
-    OpSpec("cumsum", F, "torch.cumsum({0}, dim={dim})", kinds=ANY_KIND, params=_scan_params(), shape=same_as_first),
+    OpSpec("cumsum", F, "torch.cumsum({0}, dim={dim})", kinds=ANY_KIND, params=_scan_params(), shape=same_as_first,
+           weight=0.6),
     OpSpec("cumprod", F, "{0}.cumprod({dim})", kinds=FLOATING, params=_scan_params(hi=8), shape=same_as_first,
-           weight=0.5),
+           weight=0.3),
     OpSpec("logcumsumexp", F, "torch.logcumsumexp({0}, {dim})", kinds=FLOATING, params=_scan_params(),
-           shape=same_as_first, weight=0.5),
+           shape=same_as_first, weight=0.3),
     OpSpec("cummax", F, "torch.cummax({0}, {dim}).values", kinds=NUMERIC, params=_scan_params(),
-           shape=same_as_first, weight=0.5),
+           shape=same_as_first, weight=0.3),
     # order statistics (values only: indices of ties are unspecified)
     OpSpec("sort", F, "torch.sort({0}, dim={dim}, descending={descending}).values", kinds=NUMERIC,
-           params=_sort_params, shape=same_as_first, weight=0.75),
+           params=_sort_params, shape=same_as_first, weight=0.45),
     OpSpec("topk", F, "torch.topk({0}, {k}, dim={dim}, largest={largest}).values", kinds=NUMERIC, min_rank=1,
-           params=_topk_params, shape=_topk_shape, weight=0.75),
+           params=_topk_params, shape=_topk_shape, weight=0.45),
 ]

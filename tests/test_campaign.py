@@ -1,0 +1,57 @@
+"""Campaign isolation: a worker that dies or hangs is a finding, and the campaign goes on."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, planted_env
+
+
+def symfuzz(args, env_extra, timeout=600):
+    env = dict(os.environ)
+    env.update(env_extra)
+    return subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "fuzz", "--quiet", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def findings(out, symptom):
+    return [json.loads(p.read_text()) for p in sorted((out / "findings").glob(f"{symptom}-*/finding.json"))]
+
+
+def test_segfaulting_worker_is_recorded_and_the_campaign_continues(tmp_path):
+    out = tmp_path / "out"
+    proc = symfuzz(
+        ["--lane", "eager", "--ops", "cos,add,mul", "--max-ops", "3", "--max-cases", "5", "--jobs", "1",
+         "--budget", "8m", "--confirm-timeout", "120s", "--out", str(out)],
+        planted_env("segfault-cos"),
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["programs"]["generated"] == 5  # every case got its turn after the crashes
+    deaths = findings(out, "process-death")
+    assert len(deaths) == 1, proc.stdout + proc.stderr
+    death = deaths[0]
+    assert death["verdict"]["evidence"]["cause"] == "SIGSEGV"
+    assert "torch.cos" in json.dumps(death["case"]["program"]) or "cos" in str(death["case"]["program"])
+    assert death["confirmation"]["status"] == "reproduced"  # it died again in a fresh process
+    assert (out / "findings" / death["signature"] / "repro.py").exists()
+
+
+@pytest.mark.slow
+def test_hanging_worker_is_killed_and_recorded(tmp_path):
+    out = tmp_path / "out"
+    proc = symfuzz(
+        ["--lane", "eager", "--ops", "sin", "--max-ops", "2", "--max-cases", "2", "--jobs", "1",
+         "--budget", "8m", "--case-timeout", "30s", "--confirm-timeout", "40s", "--out", str(out)],
+        planted_env("hang-sin"),
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    hangs = findings(out, "timeout")
+    assert len(hangs) == 1
+    assert hangs[0]["confirmation"]["status"] == "reproduced"
+    assert json.loads((out / "stats.json").read_text())["programs"]["generated"] == 2

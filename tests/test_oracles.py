@@ -1,0 +1,144 @@
+"""Each oracle and the comparison rules, on hand-made runs (no compiling)."""
+
+import math
+
+import pytest
+import torch
+
+from fuzz.case import ArgSpec, Call, Case, Schedule
+from fuzz.ir import Input, OpNode, Program
+from oracles import standalone
+from oracles.crash import crash_oracle
+from oracles.differential import differential_oracle
+from oracles.execute import CallResult, Run
+
+
+def case():
+    program = Program((Input("x0", "float32", ("s0",)),), (OpNode("v1", "relu", ("x0",)),), ("v1",))
+    calls = (Call((ArgSpec((3,), "float32", 1),)), Call((ArgSpec((5,), "float32", 2),)))
+    return Case(program, Schedule(True, calls))
+
+
+def ok(*tensors):
+    return {"out": (tuple(tensors), ()), "seconds": 0.0}
+
+
+def err(message="boom", type_="torch._dynamo.exc.BackendCompilerFailed"):
+    return {"error": {"type": type_, "message": message, "stage": "inductor", "traceback": ""}, "seconds": 0.0}
+
+
+def run(*pairs, ref=None):
+    calls = [CallResult(e, c, (lambda r=ref: r)) for e, c in pairs]
+    return Run("inductor-cpp", calls, ["relu"])
+
+
+def test_matching_calls_pass_both_oracles():
+    t = torch.randn(4)
+    r = run((ok(t), ok(t.clone())), (ok(t), ok(t + 1e-7)))
+    assert crash_oracle(case(), r).ok
+    assert differential_oracle(case(), r).ok
+
+
+def test_crash_when_only_compiled_raises():
+    t = torch.randn(4)
+    v = crash_oracle(case(), run((ok(t), ok(t)), (ok(t), err("backend='inductor' raised: IndexError: 17 out of range"))))
+    assert not v.ok and v.symptom == "crash" and v.call_index == 1
+    assert v.signature.startswith("crash-")
+
+
+def test_accepts_invalid_when_only_eager_raises():
+    t = torch.randn(4)
+    v = crash_oracle(case(), run((err("shape mismatch", "builtins.RuntimeError"), ok(t))))
+    assert not v.ok and v.symptom == "accepts-invalid"
+
+
+def test_both_raising_is_not_a_finding():
+    assert crash_oracle(case(), run((err(), err()))).ok
+
+
+def test_value_mismatch_names_the_output_and_is_stable():
+    t = torch.randn(4)
+    bad = t.clone()
+    bad[2] += 1.0
+    v1 = differential_oracle(case(), run((ok(t), ok(bad))))
+    v2 = differential_oracle(case(), run((ok(t * 3), ok(t * 3 + 5))))
+    assert not v1.ok and v1.symptom == "value-mismatch"
+    assert "1/4 elements differ" in v1.evidence["detail"]
+    assert v1.signature == v2.signature  # same output op, same lane: same bug
+
+
+def test_shape_and_dtype_differences_are_metadata_mismatches():
+    t = torch.randn(4)
+    assert differential_oracle(case(), run((ok(t), ok(t[:3])))).symptom == "metadata-mismatch"
+    assert differential_oracle(case(), run((ok(t), ok(t.double())))).symptom == "metadata-mismatch"
+
+
+@pytest.mark.parametrize("dtype,noise,close", [
+    (torch.float32, 1e-6, True), (torch.float32, 1e-2, False),
+    (torch.bfloat16, 1e-2, True), (torch.bfloat16, 0.5, False),
+    (torch.float16, 1e-3, True), (torch.float64, 1e-9, True), (torch.float64, 1e-5, False),
+])
+def test_dtype_aware_tolerances(dtype, noise, close):
+    e = torch.linspace(-2, 2, 16, dtype=torch.float64).to(dtype)
+    c = (e.double() + noise).to(dtype)
+    assert standalone.tensors_close(e, c) is close
+
+
+def test_integers_and_bools_must_match_exactly():
+    e = torch.arange(5)
+    assert standalone.tensors_close(e, e.clone())
+    assert not standalone.tensors_close(e, e + (torch.arange(5) == 4))
+
+
+def test_fp64_reference_forgives_rounding_but_not_bugs():
+    exact = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    eager = (exact + torch.tensor([0.05, -0.05, 0.05], dtype=torch.float64)).float()
+    rounding = (exact + torch.tensor([-0.06, 0.04, 0.06], dtype=torch.float64)).float()
+    wrong = (exact + 1.0).float()
+    ref = lambda: ((exact,), ())  # noqa: E731
+    assert standalone.compare(((eager,), ()), ((rounding,), ()), ref) is None
+    assert standalone.compare(((eager,), ()), ((wrong,), ()), ref)["symptom"] == "value-mismatch"
+
+
+def test_discrete_flip_is_forgiven_only_where_eager_itself_is_inexact():
+    exact = torch.tensor([0.5, -0.5], dtype=torch.float64)
+    eager = torch.tensor([True, False])
+    flipped = torch.tensor([True, True])
+    # The exact result says index 1 is False, as eager does: compiled is wrong.
+    assert standalone.compare(((eager,), ()), ((flipped,), ()), lambda: ((exact > 0,), ())) is not None
+    # The exact result says True at index 1: eager's own rounding flipped it.
+    assert standalone.compare(((eager,), ()), ((flipped,), ()), lambda: ((torch.tensor([True, True]),), ())) is None
+
+
+def test_nan_in_both_is_equal():
+    e = torch.tensor([math.nan, 1.0])
+    assert standalone.compare(((e,), ()), ((e.clone(),), ())) is None
+
+
+def test_mutated_inputs_are_compared():
+    t = torch.randn(3)
+    v = differential_oracle(case(), run(({"out": ((t,), (t,)), "seconds": 0}, {"out": ((t,), (t + 1,)), "seconds": 0})))
+    assert not v.ok and v.evidence["path"].startswith("out[1]")
+
+
+def test_message_normalization_erases_volatile_parts():
+    a = standalone.normalize_message("IndexError: index 17 is out of bounds for s0 at 0x7ffe12 in /tmp/x/y.py")
+    b = standalone.normalize_message("IndexError: index 3 is out of bounds for s12 at 0xdeadbeef in /a/b.py")
+    assert a == b
+
+
+def test_layouts_make_the_requested_strides():
+    t = standalone.make_arg({"shape": [3, 4], "dtype": "float32", "seed": 1, "layout": {"kind": "transposed", "dims": [0, 1]}})
+    assert t.shape == (3, 4) and not t.is_contiguous()
+    s = standalone.make_arg({"shape": [5], "dtype": "float32", "seed": 1, "layout": {"kind": "strided", "dim": 0, "step": 3}})
+    assert s.shape == (5,) and s.stride() == (3,)
+    e = standalone.make_arg({"shape": [2, 6], "dtype": "int64", "seed": 1, "layout": {"kind": "expanded", "dim": 0}})
+    assert e.shape == (2, 6) and e.stride(0) == 0
+    z = standalone.make_arg({"shape": [0, 3], "dtype": "bool", "seed": 1, "layout": {"kind": "strided", "dim": 0, "step": 2}})
+    assert z.shape == (0, 3)
+
+
+def test_inputs_are_a_pure_function_of_the_seed():
+    spec = {"shape": [4, 4], "dtype": "bfloat16", "seed": 7}
+    assert torch.equal(standalone.make_arg(spec), standalone.make_arg(spec))
+    assert not torch.equal(standalone.make_arg(spec), standalone.make_arg({**spec, "seed": 8}))

@@ -1,0 +1,46 @@
+"""Quality: a real miscompile planted in torch is found, confirmed and reproduced."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, planted_env
+from test_campaign import symfuzz
+
+pytestmark = pytest.mark.quality
+
+
+def test_planted_symbolic_only_miscompile_is_found(tmp_path):
+    """Inductor's abs lowering is made wrong only when a size is symbolic.
+
+    The fuzzer must find it within 40 generated programs (each called at
+    several shapes), confirm it in a fresh process, and write a repro that
+    fails while the bug is planted and passes on unmodified torch.
+    """
+    out = tmp_path / "out"
+    plant = planted_env("abs-symbolic")
+    proc = symfuzz(
+        ["--lane", "inductor-cpp", "--max-ops", "6", "--max-cases", "40", "--max-findings", "1", "--jobs", "2",
+         "--budget", "12m", "--seed", "0", "--out", str(out)],
+        plant,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    found = [json.loads(p.read_text()) for p in (out / "findings").glob("*/finding.json")]
+    mismatches = [f for f in found if f["verdict"]["symptom"] == "value-mismatch"]
+    assert mismatches, [f["verdict"] for f in found]
+    finding = mismatches[0]
+    assert finding["triage"]["stage"] == "inductor"  # eager and aot_eager lanes pass
+    assert finding["confirmation"]["status"] == "reproduced"
+    assert finding["case"]["origin"]["index"] < 40
+
+    repro = out / "findings" / finding["signature"] / "repro.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("SYMFUZZ_PLANT",)}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "cache-repro")
+    with_bug = subprocess.run([sys.executable, str(repro)], env={**env, **plant}, capture_output=True, text=True, timeout=600)
+    assert with_bug.returncode == 1, with_bug.stdout[-3000:]
+    assert finding["signature"] in with_bug.stdout
+    fixed = subprocess.run([sys.executable, str(repro)], env=env, capture_output=True, text=True, timeout=600)
+    assert fixed.returncode == 0, fixed.stdout[-3000:]
