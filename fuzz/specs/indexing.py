@@ -16,7 +16,7 @@ import math
 
 import hypothesis.strategies as st
 
-from .base import ANY_KIND, BOOL, FLOAT, FLOATING, INT, NUMERIC, OpSpec, broadcast, same_as_first, wrap_dim
+from .base import BOOL, FLOAT, INT, NUMERIC, OpSpec, broadcast, same_as_first
 from .view import BAD_DIM, neg_dim, size_eval, size_src, size_worlds
 
 F = "indexing"

@@ -28,7 +28,7 @@ import math
 
 import hypothesis.strategies as st
 
-from .base import ANY_KIND, OpSpec, same_as_first, wrap_dim
+from .base import OpSpec, same_as_first, wrap_dim
 
 F = "view"
 
@@ -82,22 +82,6 @@ def size_src(ctx, desc, atom: bool = False) -> str:
     sym = {"div": "//", "sub": "-", "mul": "*"}[op]
     out = f"{ref} {sym} {desc[3]}"
     return f"({out})" if atom else out
-
-
-def draw_size(ctx, candidates, ok=lambda values: True):
-    """Draw a descriptor among ``candidates`` whose per-world values pass ``ok``."""
-    good = [c for c in candidates if ok(size_worlds(c, ctx.operands))]
-    if not good:
-        return None
-    return ctx.draw(st.sampled_from(good))
-
-
-def dim_size_candidates(operand_index: int, rank: int, consts=(1, 2, 3)) -> list:
-    """Sizes of an operand's own dims, halves, doubles, and small constants."""
-    out = [["c", k] for k in consts]
-    for e in range(rank):
-        out += [["d", operand_index, e], ["div", operand_index, e, 2], ["mul", operand_index, e, 2]]
-    return out
 
 
 def neg_dim(ctx, dim: int, rank: int) -> int:
