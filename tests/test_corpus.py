@@ -1,0 +1,74 @@
+"""The finding store, repro scripts, and replay."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+from corpus.finding import Finding
+from corpus.replay import replay_finding
+from corpus.repro import render_repro
+from corpus.store import FindingStore, load_findings
+from fuzz.generate import GenConfig
+from fuzz.worker import generate
+from oracles.lanes import get_lane
+
+
+def finding(index=0, signature="value-mismatch-0123456789", lane="eager"):
+    case = generate(0, index, GenConfig(max_ops=3, ops=("add", "mul", "relu", "sum_dim", "reshape")))
+    verdict = {"ok": False, "oracle": "differential", "symptom": "value-mismatch", "stage": "runtime",
+               "signature": signature, "call_index": 1, "evidence": {}}
+    return Finding(case=case.to_json(), verdict=verdict, lane=get_lane(lane).to_json())
+
+
+def test_store_deduplicates_by_signature_and_keeps_every_case(tmp_path):
+    store = FindingStore(tmp_path)
+    assert store.add(finding(0)) is True
+    assert store.add(finding(1)) is False
+    assert store.add(finding(2, signature="crash-abcdef0123")) is True
+    assert len(store) == 2
+    dupes = (tmp_path / "value-mismatch-0123456789" / "duplicates.jsonl").read_text().splitlines()
+    assert len(dupes) == 1 and json.loads(dupes[0])["case"]["origin"]["index"] == 1
+    assert {f.signature for f in store} == {"value-mismatch-0123456789", "crash-abcdef0123"}
+    assert not list(tmp_path.rglob("*.tmp"))  # atomic writes leave no debris
+
+
+def test_finding_json_round_trip():
+    f = finding()
+    assert Finding.from_json(json.loads(json.dumps(f.to_json()))).to_json() == f.to_json()
+
+
+def test_repro_needs_only_torch_and_holds_the_program():
+    source = render_repro(finding())
+    imports = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", source, re.M))
+    assert {i.split(".")[0] for i in imports} <= {"os", "json", "sys", "math", "torch", "hashlib", "re", "time",
+                                                  "traceback", "triton"}
+    assert "def fn(" in source and "torch.compile(fn, backend='eager'" in source
+    compile(source, "repro.py", "exec")
+
+
+def test_repro_exits_zero_when_compiled_matches_eager(tmp_path):
+    script = tmp_path / "repro.py"
+    script.write_text(render_repro(finding()))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("torch ")
+    assert proc.stdout.strip().endswith('SYMFUZZ-RESULT {"ok": true}')
+
+
+def test_replay_reports_fixed_for_a_finding_that_no_longer_fails(tmp_path):
+    FindingStore(tmp_path / "findings").add(finding())
+    [(folder, loaded)] = load_findings(tmp_path / "findings")
+    assert replay_finding(loaded, timeout=300).status == "fixed"
+    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "replay", str(tmp_path / "findings")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "fixed" in proc.stdout and "0/1 reproduced" in proc.stdout
+
+
+def test_replay_of_a_missing_path_is_a_usage_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "replay", str(tmp_path / "nope")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
