@@ -20,29 +20,6 @@ import os
 import sys
 import time
 import traceback
-from random import Random
-
-
-def generate(seed: int, index: int, config):
-    """The case for (seed, index): a pure function of both and the versions."""
-    from hypothesis.internal.conjecture.data import ConjectureData
-
-    from .generate import draw_case
-
-    data = ConjectureData(random=Random(f"symfuzz:{seed}:{index}"))
-    case = draw_case(data.draw, config)
-    data.freeze()
-    origin = {"seed": seed, "index": index, "choices": list(data.choices)}
-    return type(case)(case.program, case.schedule, origin)
-
-
-def case_from_choices(choices, config):
-    """Replay a case from its recorded Hypothesis choice sequence."""
-    from hypothesis.internal.conjecture.data import ConjectureData
-
-    from .generate import draw_case
-
-    return draw_case(ConjectureData.for_choices(choices).draw, config)
 
 
 def run_case(case, lane, oracle_names=None) -> dict:
@@ -102,6 +79,7 @@ def main(argv=None) -> int:
     prepare_process(lane)
     import torch
 
+    from .drawing import generate
     from .generate import GenConfig
 
     config = GenConfig(**json.loads(args.gen_config))

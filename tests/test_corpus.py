@@ -12,7 +12,7 @@ from corpus.replay import replay_finding
 from corpus.repro import render_repro
 from corpus.store import FindingStore, load_findings
 from fuzz.generate import GenConfig
-from fuzz.worker import generate
+from fuzz.drawing import generate
 from oracles.lanes import get_lane
 
 

@@ -10,7 +10,7 @@ from hypothesis.internal.conjecture.data import ConjectureData
 from fuzz.case import Case
 from fuzz.generate import GenConfig, build_case, cases
 from fuzz.specs import FAMILIES, all_specs
-from fuzz.worker import case_from_choices, generate
+from fuzz.drawing import case_from_choices, generate
 from oracles.standalone import make_args, run_call
 from oracles.execute import load_function
 
@@ -83,6 +83,23 @@ def test_same_seed_and_index_give_the_same_case():
     a, b = generate(3, 17, config), generate(3, 17, config)
     assert a.to_json() == b.to_json()
     assert generate(3, 18, config).to_json() != a.to_json()
+
+
+def test_a_seed_gives_the_same_case_whatever_process_draws_it(tmp_path):
+    """Hypothesis mixes literals from locally loaded modules into draws; a seed must not depend on them."""
+    import json
+    import subprocess
+    import sys
+
+    # A "user" module full of constants, loaded before drawing in another process.
+    (tmp_path / "user_constants.py").write_text("VALUES = " + repr(list(range(7, 4000, 13))) + "\n")
+    code = ("import json, sys; import user_constants; from fuzz.drawing import generate; "
+            "from fuzz.generate import GenConfig; "
+            "sys.stdout.write(json.dumps([generate(3, i, GenConfig()).to_json() for i in range(8)], sort_keys=True))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          check=True)
+    here = [generate(3, i, GenConfig()).to_json() for i in range(8)]
+    assert json.loads(proc.stdout) == json.loads(json.dumps(here, sort_keys=True))
 
 
 def test_a_case_replays_from_its_hypothesis_choices():

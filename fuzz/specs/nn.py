@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 
-from .base import BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, same_as_first, wrap_dim
+from .base import BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, same_as_first
 from .linalg import cast, size_vec
 from .view import BAD_DIM, neg_dim
 
@@ -458,8 +458,8 @@ SPECS = [
     # embedding and one_hot (indices in range by construction)
     nn("embedding", "F.embedding({0}.long() % {1}.size(0), {1})", arity=2, kinds=INDEX_KINDS, max_rank=3,
        partner=_emb_partner, partner_kinds=NUMERIC, shape=_emb_shape),
-    nn("embedding_arange", "F.embedding((torch.arange({n}, device={0}.device) * {mul}) % {0}.size({wd}), {0})", kinds=NUMERIC,
-       min_rank=2, max_rank=2, params=_emb_arange_params, shape=_emb_arange_shape, weight=0.75),
+    nn("embedding_arange", "F.embedding((torch.arange({n}, device={0}.device) * {mul}) % {0}.size({wd}), {0})",
+       kinds=NUMERIC, min_rank=2, max_rank=2, params=_emb_arange_params, shape=_emb_arange_shape, weight=0.75),
     nn("one_hot", "F.one_hot({0}.long() % {c}, {c})", kinds=INDEX_KINDS, max_rank=3, params=_one_hot_params,
        shape=_one_hot_shape, weight=0.75),
     # attention
@@ -468,12 +468,14 @@ SPECS = [
     nn("sdpa_kv", "F.scaled_dot_product_attention({0}, {1}{c1}, {1}{c1}{extra})", arity=2, min_rank=3, max_rank=4,
        partner=_kv_partner, params=_sdpa_params, shape=_sdpa_shape),
     nn("sdpa_mask",
-       "F.scaled_dot_product_attention({0}, {1}{c1}, {1}{c1}, attn_mask=torch.ones({l}, {s}, dtype=torch.bool, device={0}.device).tril({diag}))",
+       "F.scaled_dot_product_attention({0}, {1}{c1}, {1}{c1}, "
+       "attn_mask=torch.ones({l}, {s}, dtype=torch.bool, device={0}.device).tril({diag}))",
        arity=2, min_rank=3, max_rank=4, partner=_kv_partner, params=_sdpa_mask_params, shape=_sdpa_shape,
        weight=0.75),
     # losses and similarities
     nn("cross_entropy",
-       'F.cross_entropy({0}, (torch.arange({n}, device={0}.device) * {mul}) % {0}.size({cd}), reduction="{reduction}"{extra})',
+       "F.cross_entropy({0}, (torch.arange({n}, device={0}.device) * {mul}) % {0}.size({cd}), "
+       'reduction="{reduction}"{extra})',
        min_rank=2, max_rank=2, params=_cross_entropy_params, shape=_cross_entropy_shape, weight=0.75),
     nn("mse_loss", 'F.mse_loss({0}, {1}{c1}, reduction="{reduction}")', arity=2, partner="same",
        params=_loss_params, shape=_loss_shape, weight=0.5),

@@ -12,8 +12,6 @@ reduced size is at least 2 in every world (else the result is NaN).
 
 from __future__ import annotations
 
-import math
-
 import hypothesis.strategies as st
 
 from .base import ANY_KIND, FLOATING, NUMERIC, OpSpec, same_as_first, wrap_dim
