@@ -248,7 +248,8 @@ class Builder:
                 args.append(partner.name)
             else:
                 args.append(partner)
-        ctx = ParamContext(self.draw, operands, self.size_ref, self.ints)
+        ctx = ParamContext(self.draw, operands, self.size_ref, self.ints,
+                           lambda name: [env[name] for env in self.envs if name in env])
         params = spec.params(ctx)
         if spec.effect:
             node = EffectNode(spec.name, tuple(args), params)
@@ -301,12 +302,10 @@ class Builder:
         dims = self.dims_for(list(shapes))
         if dims is None or len(self.inputs) >= self.config.max_inputs + 2:
             return live[0] if live else None
-        if self.draw(st.integers(0, 3)) == 0:
-            dtype = weighted(self.draw, DTYPE_WEIGHTS)
-            if DTYPE_KIND[dtype] not in kinds:
-                dtype = first.dtype
-        else:
-            dtype = first.dtype
+        dtype = first.dtype
+        if DTYPE_KIND[dtype] not in kinds or self.draw(st.integers(0, 3)) == 0:
+            # A different dtype exercises type promotion; it must suit the spec.
+            dtype = weighted(self.draw, [(d, w) for d, w in DTYPE_WEIGHTS if DTYPE_KIND[d] in kinds])
         return self.add_input(dims, dtype)
 
     def _broadcast_variant(self, first: Operand) -> list[tuple[int, ...]]:

@@ -73,15 +73,17 @@ class ParamContext:
     ``draw`` draws from a Hypothesis strategy. ``size_ref(operand, dim)``
     returns Python source for that size (hoisting ``n = x.size(d)`` into the
     program as size-level code when the generator chooses to), and
-    ``size_var(values)`` offers an existing int variable with those per-world
-    values, if there is one.
+    ``size_vars`` maps existing int variables to their per-world values, and
+    ``world_values(name)`` gives a value's meta tensor in every world (for
+    checks meta execution does not make, such as overlapping writes).
     """
 
-    def __init__(self, draw, operands: Sequence[Operand], size_ref, size_vars):
+    def __init__(self, draw, operands: Sequence[Operand], size_ref, size_vars, world_values=lambda name: []):
         self.draw = draw
         self.operands = operands
         self.size_ref = size_ref
         self.size_vars = size_vars  # name -> per-world values
+        self.world_values = world_values
 
 
 def no_params(ctx: ParamContext) -> dict:

@@ -44,12 +44,8 @@ DTYPES = {
 
 
 def _world_tensors(ctx, name):
-    """The meta tensor of ``name`` in every world, where the builder exposes them."""
-    builder = getattr(ctx.size_ref, "__self__", None)
-    envs = getattr(builder, "envs", None)
-    if not envs:
-        return []
-    return [env[name] for env in envs if name in env]
+    """The meta tensor of ``name`` in every world."""
+    return ctx.world_values(name)
 
 
 def _layout(t):
