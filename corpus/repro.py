@@ -51,7 +51,7 @@ def configure():
 
 
 def main():
-    print("torch", torch.__version__, "| triton", _triton_version(), "| python", sys.version.split()[0])
+    print("torch", torch.__version__, "| triton", _installed_triton_version(), "| python", sys.version.split()[0])
     configure()
     compiled = torch.compile(fn, {compile_args})
     records = run_schedule(fn, compiled, CALLS, {device!r})
@@ -76,7 +76,7 @@ def main():
     return {exit_fixed}
 
 
-def _triton_version():
+def _installed_triton_version():
     try:
         import triton
 

@@ -59,6 +59,10 @@ class CampaignConfig:
     quiet: bool = False
 
 
+class CampaignError(Exception):
+    """The campaign cannot go on (e.g. workers cannot start); the message says why."""
+
+
 class Stats:
     """What stats.json reports."""
 
@@ -93,7 +97,9 @@ class Stats:
     def to_json(self, wall: float, extra: dict) -> dict:
         c = self.counts
         generated = max(c["programs_generated"], 1)
-        worker_seconds = wall * self.config.jobs
+        # Workers run for the whole wall time; fresh-process confirmations run
+        # beside them, so their time adds to the total rather than hiding in it.
+        worker_seconds = wall * self.config.jobs + self.seconds["confirm"]
         tracked = {
             "generating": self.seconds["generate"],
             "compiling": self.seconds["compile"],
@@ -369,7 +375,7 @@ class Campaign:
                 if finding is not None:
                     self.candidate(finding)
             elif not worker.ready:
-                raise RuntimeError(
+                raise CampaignError(
                     f"worker {worker.slot} exited before it was ready (code {worker.proc.returncode}); "
                     f"see {self.out / 'workers' / f'worker-{worker.slot}.log'}"
                 )

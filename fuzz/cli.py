@@ -115,7 +115,7 @@ def cmd_ops(args) -> int:
 
 
 def cmd_fuzz(args) -> int:
-    from .campaign import Campaign, CampaignConfig
+    from .campaign import Campaign, CampaignConfig, CampaignError
 
     lane = _lane(args.lane)
     if args.budget <= 0:
@@ -149,7 +149,11 @@ def cmd_fuzz(args) -> int:
     )
     print(f"symfuzz: lane {lane.name}, seed {args.seed}, budget {args.budget:.0f}s, {args.jobs} workers -> {args.out}",
           file=sys.stderr)
-    stats = Campaign(config).run()
+    try:
+        stats = Campaign(config).run()
+    except CampaignError as exc:
+        print(f"symfuzz fuzz: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     print_summary(stats, args.out)
     return EXIT_FINDINGS if stats["findings"]["confirmed"] else EXIT_OK
 

@@ -72,3 +72,19 @@ def test_replay_of_a_missing_path_is_a_usage_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "replay", str(tmp_path / "nope")], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_triton_interpreter_repro_runs_standalone(tmp_path):
+    """The lane's CPU adaptation is inlined into the script and must coexist with the judging code."""
+    from oracles.lanes import get_lane
+
+    if get_lane("inductor-triton-interpret").unavailable_reason():
+        import pytest
+
+        pytest.skip(get_lane("inductor-triton-interpret").unavailable_reason())
+    script = tmp_path / "repro.py"
+    script.write_text(render_repro(finding(lane="inductor-triton-interpret")))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "| triton 3" in proc.stdout.splitlines()[0] or "| triton" in proc.stdout.splitlines()[0]
