@@ -1,103 +1,144 @@
-"""Run repro scripts in fresh processes: confirmation during a campaign, and ``symfuzz replay``."""
+"""Run repro scripts in fresh processes: confirmation during a campaign, and ``symfuzz replay``.
+
+A run counts as a reproduction only when it fails the same way:
+- value, metadata and crash findings: the script itself reports the failure
+  (exit 1 *and* its ``SYMFUZZ-RESULT`` line), with the same signature;
+- timeouts: the script runs past the same case timeout;
+- process deaths: the script dies by the same signal, or grows past the
+  same resident-memory limit for an out-of-memory finding.
+Anything else (an import error, Ctrl-C, another signal) is not.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import resource
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from .finding import Finding
-from .repro import EXIT_BROKEN, EXIT_FIXED, EXIT_REPRODUCED, render_repro
-
-# symptom -> what a reproduction looks like for it
-DEATH_SYMPTOMS = ("process-death",)
+from .repro import EXIT_FIXED, EXIT_REPRODUCED, render_repro
 
 
 @dataclass
 class ReplayOutcome:
-    status: str  # "reproduced", "fixed", "broken", "different" (fails, other signature)
+    status: str  # "reproduced", "fixed", "different" (fails, another way), "broken" (could not judge)
     returncode: Optional[int]
     signature: Optional[str]
     seconds: float
     output_tail: str
+    memory_exceeded: bool = False
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
 
 
-def run_script(script: Path, env_extra: dict, timeout: float, memory_limit_mb: Optional[int] = None):
-    """Run ``python script`` in a fresh process; (returncode or None on timeout, output, seconds)."""
-    import time
+class ScriptRunner:
+    """Runs one script at a time in its own session; ``cancel()`` kills it (for Ctrl-C)."""
 
-    env = dict(os.environ)
-    env.update(env_extra)
-    env.setdefault("PYTHONHASHSEED", "0")
+    def __init__(self):
+        self.proc: Optional[subprocess.Popen] = None
+        self.cancelled = False
 
-    def limit_memory():
-        if memory_limit_mb:
-            size = memory_limit_mb * 1024 * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+    def cancel(self) -> None:
+        self.cancelled = True
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
-    start = time.monotonic()
+    def run(self, script: Path, env_extra: dict, timeout: float, memory_limit_mb: Optional[int] = None):
+        """(returncode or None on timeout, output, seconds, memory_exceeded)."""
+        env = dict(os.environ)
+        env.update(env_extra)
+        env.setdefault("PYTHONHASHSEED", "0")
+        start = time.monotonic()
+        with tempfile.TemporaryFile("w+") as log:
+            # Own session: a Ctrl-C at the terminal must not kill it and look like a crash.
+            self.proc = proc = subprocess.Popen(
+                [sys.executable, str(script)], env=env, cwd=script.parent, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+            exceeded = timed_out = False
+            while proc.poll() is None:
+                if time.monotonic() - start > timeout:
+                    timed_out = True
+                elif memory_limit_mb and resident_mb(proc.pid) > memory_limit_mb:
+                    exceeded = True
+                if timed_out or exceeded or self.cancelled:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    break
+                time.sleep(0.2)
+            log.seek(0)
+            out = log.read()
+        self.proc = None
+        code = None if timed_out else proc.returncode
+        return code, out, time.monotonic() - start, exceeded
+
+
+def resident_mb(pid: int) -> float:
     try:
-        proc = subprocess.run(
-            [sys.executable, str(script)],
-            env=env,
-            cwd=script.parent,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=timeout,
-            preexec_fn=limit_memory,
-            text=True,
-            errors="replace",
-        )
-        return proc.returncode, proc.stdout, time.monotonic() - start
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout or ""
-        if isinstance(out, bytes):
-            out = out.decode(errors="replace")
-        return None, out, time.monotonic() - start
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional[dict] = None,
-                   memory_limit_mb: Optional[int] = None) -> ReplayOutcome:
+                   runner: Optional[ScriptRunner] = None) -> ReplayOutcome:
     """Regenerate the repro from the finding's JSON alone and run it fresh."""
+    evidence = finding.verdict.get("evidence", {})
     symptom = finding.verdict["symptom"]
+    if symptom == "timeout":
+        timeout = evidence.get("timeout_seconds", timeout)
+    memory_limit = evidence.get("limit_mb") if evidence.get("cause") == "out-of-memory" else None
     with tempfile.TemporaryDirectory(prefix="symfuzz-replay-") as tmp:
         script = Path(tmp) / "repro.py"
         script.write_text(render_repro(finding))
         extra = {"TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "inductor-cache")}
         extra.update(env_extra or {})
-        if symptom == "process-death" and finding.verdict.get("evidence", {}).get("cause") == "out-of-memory":
-            memory_limit_mb = memory_limit_mb or finding.verdict["evidence"].get("limit_mb")
-        code, out, seconds = run_script(script, extra, timeout, memory_limit_mb)
-    return classify(finding, code, out, seconds)
+        code, out, seconds, exceeded = (runner or ScriptRunner()).run(script, extra, timeout, memory_limit)
+    return classify(finding, code, out, seconds, exceeded)
 
 
-def classify(finding: Finding, code, out: str, seconds: float) -> ReplayOutcome:
-    symptom = finding.verdict["symptom"]
-    tail = out[-6000:]
+def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: bool = False) -> ReplayOutcome:
+    verdict = finding.verdict
+    symptom = verdict["symptom"]
     result = _result_line(out)
     sig = result.get("signature") if result else None
-    if symptom == "timeout":
-        status = "reproduced" if code is None else ("fixed" if code == EXIT_FIXED else "different")
+    if result is not None and result.get("ok") is True and code == EXIT_FIXED:
+        status = "fixed"
+    elif symptom == "timeout":
+        status = "reproduced" if code is None else "different"
     elif symptom == "process-death":
-        status = "reproduced" if (code is not None and code not in (EXIT_FIXED, EXIT_REPRODUCED, EXIT_BROKEN)) else (
-            "fixed" if code == EXIT_FIXED else "different")
-    elif code == EXIT_REPRODUCED:
+        cause = verdict.get("evidence", {}).get("cause")
+        if cause == "out-of-memory":
+            status = "reproduced" if memory_exceeded else "different"
+        else:
+            died_by = signal.Signals(-code).name if code is not None and code < 0 else None
+            status = "reproduced" if died_by is not None and died_by == cause else "different"
+    elif code == EXIT_REPRODUCED and result is not None and result.get("ok") is False:
         status = "reproduced" if sig == finding.signature else "different"
-    elif code == EXIT_FIXED:
+    elif code == EXIT_FIXED and result is not None:
         status = "fixed"
     else:
         status = "broken"
-    return ReplayOutcome(status, code, sig, round(seconds, 2), tail)
+    if status == "different" and result is None and symptom not in ("timeout", "process-death"):
+        status = "broken"  # it ended without judging anything: no evidence either way
+    return ReplayOutcome(status, code, sig, round(seconds, 2), out[-6000:], memory_exceeded)
 
 
 def _result_line(out: str) -> Optional[dict]:

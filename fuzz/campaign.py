@@ -34,7 +34,7 @@ from typing import Optional
 
 from corpus.atomic import append_line, write_json
 from corpus.finding import Finding, environment
-from corpus.replay import replay_finding
+from corpus.replay import ScriptRunner, replay_finding, resident_mb
 from corpus.store import FindingStore
 from oracles.lanes import Lane
 
@@ -141,6 +141,7 @@ class Worker:
         self.events = events
         self.index: Optional[int] = None
         self.case: Optional[dict] = None
+        self.judged: list = []  # failing verdicts of the case in flight, before triage
         self.since = 0.0
         self.ready = False
         self.killed_for: Optional[str] = None
@@ -169,20 +170,20 @@ class Worker:
         self.proc.wait()
         self.events.put((self, None))
 
-    def assign(self, index: int) -> None:
-        self.index, self.case, self.since = index, None, time.monotonic()
-        self.proc.stdin.write(json.dumps({"index": index}) + "\n")
-        self.proc.stdin.flush()
+    def assign(self, index: int) -> bool:
+        """Hand over case ``index``; False if the worker is already gone."""
+        self.index, self.case, self.judged, self.since = index, None, [], time.monotonic()
+        try:
+            self.proc.stdin.write(json.dumps({"index": index}) + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            self.index = None  # its end-of-stream event will replace it
+            self.ready = False
+            return False
 
     def rss_mb(self) -> float:
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return 0.0
+        return resident_mb(self.proc.pid)
 
     def kill(self, reason: str) -> None:
         self.killed_for = reason
@@ -204,6 +205,9 @@ class Worker:
 
 
 class Campaign:
+    MAX_CONFIRM_TRIES = 3  # per signature and run; later cases with it are kept as flaky
+    MAX_RESPAWNS = 20  # workers that die before they are ready: the environment is broken
+
     def __init__(self, config: CampaignConfig):
         self.config = config
         self.out = Path(config.out)
@@ -214,10 +218,18 @@ class Campaign:
         self.unconfirmed = FindingStore(self.out / "unconfirmed")
         self.events: queue.Queue = queue.Queue()
         self.confirm_queue: queue.Queue = queue.Queue()
-        self.confirming: set[str] = set()
-        self.twins: dict[str, list[Finding]] = {}
+        self.runner = ScriptRunner()
         self.lock = threading.Lock()
+        # Per-signature bookkeeping for this run (a reused --out folder may
+        # hold findings from earlier runs: those are confirmed again).
+        self.confirmed: set[str] = set()
+        self.confirming: set[str] = set()
+        self.tries: Counter = Counter()
+        self.twins: dict[str, list[Finding]] = {}
+        self.in_confirmation: Optional[Finding] = None
         self.next_index = 0
+        self.respawns = 0
+        self.interrupted = False
         self.progress = Progress(config.budget, enabled=not config.quiet)
         self.summary = Counter()
 
@@ -228,63 +240,73 @@ class Campaign:
         append_line(self.out / "candidates.jsonl", finding.to_json())
         sig = finding.signature
         with self.lock:
-            if sig in self.findings:
-                self.findings.add(finding)  # a duplicate of a confirmed finding
+            if sig in self.confirmed:
+                self.findings.add(finding)  # recorded as a duplicate of a confirmed finding
                 self.summary["duplicates"] += 1
-                return
-            if not self.config.confirm:
+            elif not self.config.confirm:
                 self.findings.add(finding)
-                self.summary["unconfirmed_reported"] += 1
-                return
-            if sig in self.confirming:
+                self.confirmed.add(sig)
+                self.summary["reported_unconfirmed"] += 1
+            elif sig in self.confirming:
                 self.twins.setdefault(sig, []).append(finding)  # decided with its twin
-                return
-            self.confirming.add(sig)
-        self.confirm_queue.put(finding)
-
-    def confirm_loop(self, stop: threading.Event) -> None:
-        while not (stop.is_set() and self.confirm_queue.empty()):
-            try:
-                finding = self.confirm_queue.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if stop.is_set() and time.monotonic() > self.confirm_deadline:
+            elif self.tries[sig] >= self.MAX_CONFIRM_TRIES:
+                self.flaky.add(finding)
+            else:
+                self.confirming.add(sig)
                 self.confirm_queue.put(finding)
-                return  # the rest is shelved as unconfirmed
+
+    def confirm_loop(self) -> None:
+        while True:
+            finding = self.confirm_queue.get()
+            if finding is None:  # the sentinel: the campaign is over
+                return
+            self.in_confirmation = finding
             t0 = time.monotonic()
             outcome = replay_finding(
-                finding, timeout=self.config.confirm_timeout,
+                finding, timeout=self.config.confirm_timeout, runner=self.runner,
                 env_extra={"TORCHINDUCTOR_CACHE_DIR": str(self.out / "confirm-cache")},
             )
             self.stats.seconds["confirm"] += time.monotonic() - t0
+            if self.runner.cancelled:
+                return  # interrupted: the finding is shelved as unconfirmed
             finding.confirmation = outcome.to_json()
-            with self.lock:
-                sig = finding.signature
-                twins = self.twins.pop(sig, [])
-                if outcome.status in ("reproduced", "different"):
-                    self.summary["findings"] += self.findings.add(finding)
-                    for twin in twins:
-                        self.findings.add(twin)
-                    self.progress.note(f"finding {sig} ({finding.verdict['symptom']}), confirmed in a fresh process")
-                else:
-                    self.flaky.add(finding)
-                    self.summary["flaky"] += 1
-                    self.confirming.discard(sig)
-                    if twins and self.summary[f"tries:{sig}"] < 2:
-                        # Another case with this signature gets its own chance.
-                        self.summary[f"tries:{sig}"] += 1
-                        self.confirming.add(sig)
-                        self.twins[sig] = twins[1:]
-                        self.confirm_queue.put(twins[0])
-                    else:
-                        for twin in twins:
-                            self.flaky.add(twin)
+            self.record_confirmation(finding, outcome)
+            self.in_confirmation = None
+
+    def record_confirmation(self, finding: Finding, outcome) -> None:
+        sig = finding.signature
+        with self.lock:
+            self.tries[sig] += 1
+            twins = self.twins.pop(sig, [])
+            self.confirming.discard(sig)
+            # "different": it still fails in a fresh process, compiled against
+            # eager by the repro's own judgment, under another signature.
+            if outcome.status == "reproduced" or (outcome.status == "different" and outcome.signature):
+                self.confirmed.add(sig)
+                self.findings.add(finding)
+                for twin in twins:
+                    self.findings.add(twin)
+                self.summary["findings"] += 1
+                self.progress.note(f"finding {sig} ({finding.verdict['symptom']}), confirmed in a fresh process")
+                return
+            self.flaky.add(finding)
+            self.summary["flaky"] += 1
+            if twins and self.tries[sig] < self.MAX_CONFIRM_TRIES:
+                self.confirming.add(sig)  # another case with this signature gets its chance
+                self.twins[sig] = twins[1:]
+                self.confirm_queue.put(twins[0])
+            else:
+                for twin in twins:
+                    self.flaky.add(twin)
 
     def death_finding(self, worker: Worker, returncode: Optional[int]) -> Optional[Finding]:
         from oracles.standalone import signature
 
-        if worker.case is None:
-            return None
+        if worker.judged:
+            # It died in triage, after the oracles had spoken: keep their verdict.
+            verdict = dict(worker.judged[0])
+            return Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
+                           triage={"stage": verdict.get("stage"), "note": "the worker died during triage"})
         reason = worker.killed_for
         if reason == "timeout":
             symptom, key, evidence = "timeout", "timeout", {"timeout_seconds": self.config.case_timeout}
@@ -292,10 +314,9 @@ class Campaign:
             symptom, key = "process-death", "out-of-memory"
             evidence = {"cause": "out-of-memory", "limit_mb": self.config.memory_limit_mb}
         else:
-            sig_name = signal.Signals(-returncode).name if returncode and returncode < 0 else f"exit {returncode}"
-            symptom, key, evidence = "process-death", sig_name, {"cause": sig_name, "returncode": returncode}
-        log_tail = _tail(self.out / "workers" / f"worker-{worker.slot}.log")
-        evidence["worker_log_tail"] = log_tail
+            cause = signal.Signals(-returncode).name if returncode and returncode < 0 else f"exit {returncode}"
+            symptom, key, evidence = "process-death", cause, {"cause": cause, "returncode": returncode}
+        evidence["worker_log_tail"] = _tail(self.out / "workers" / f"worker-{worker.slot}.log")
         verdict = {
             "ok": False, "oracle": "isolation", "symptom": symptom, "stage": "unknown",
             "signature": signature(symptom, self.config.lane.name, key), "call_index": None, "evidence": evidence,
@@ -308,24 +329,20 @@ class Campaign:
         cfg = self.config
         start = time.monotonic()
         deadline = start + cfg.budget
-        self.confirm_deadline = deadline + cfg.confirm_grace
-        stop_confirming = threading.Event()
-        confirmer = threading.Thread(target=self.confirm_loop, args=(stop_confirming,), daemon=True)
+        confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
         confirmer.start()
         workers = [Worker(slot, cfg, self.events) for slot in range(cfg.jobs)]
         last_stats = 0.0
-        interrupted = False
         try:
             while True:
                 now = time.monotonic()
                 accepting = (
                     now < deadline
                     and (cfg.max_cases is None or self.next_index < cfg.max_cases)
-                    and (cfg.max_findings is None or self.summary["findings"] < cfg.max_findings)
+                    and (cfg.max_findings is None or len(self.confirmed) < cfg.max_findings)
                 )
                 for w in workers:
-                    if w.ready and w.index is None and accepting:
-                        w.assign(self.next_index)
+                    if w.ready and w.index is None and accepting and w.assign(self.next_index):
                         self.next_index += 1
                 if not accepting and all(w.index is None or not w.ready for w in workers):
                     break
@@ -340,26 +357,39 @@ class Campaign:
                     self.write_stats(now - start)
                     last_stats = now
                 self.progress.update(now - start, self.stats.counts, self.summary)
-        except KeyboardInterrupt:
-            interrupted = True
-            self.progress.note("interrupted: stopping workers; unconfirmed candidates kept in unconfirmed/")
-            self._shelve_unconfirmed()
-        finally:
             for w in workers:
                 w.close()
-            stop_confirming.set()
-            if not interrupted:
-                if not self.confirm_queue.empty() or self.confirming - set(self._confirmed()):
-                    self.progress.note("budget spent; finishing confirmations in fresh processes")
-                confirmer.join(timeout=cfg.confirm_grace + cfg.confirm_timeout)
+            workers = []
+            self._finish_confirmations(confirmer)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.progress.note("interrupted: stopping; unconfirmed candidates are kept in unconfirmed/")
+            self.runner.cancel()
+        finally:
+            for w in workers:
+                w.kill("interrupted")
+                w.close()
+            self.confirm_queue.put(None)
             self._shelve_unconfirmed()
             self.progress.finish()
-        wall = time.monotonic() - start
-        return self.write_stats(wall)
+            stats = self.write_stats(time.monotonic() - start)
+        return stats
+
+    def _finish_confirmations(self, confirmer: threading.Thread) -> None:
+        """Give pending confirmations up to ``confirm_grace`` after the fuzzing ends."""
+        if self.confirming:
+            self.progress.note(f"fuzzing done; confirming {len(self.confirming)} candidate(s) in fresh processes")
+        limit = time.monotonic() + self.config.confirm_grace
+        while self.confirming and time.monotonic() < limit and confirmer.is_alive():
+            time.sleep(0.5)
+        if self.confirming:
+            self.progress.note("confirmation grace period over; the rest is kept in unconfirmed/")
+            self.runner.cancel()
+            confirmer.join(timeout=10)
 
     def _watchdog(self, workers, now):
         for w in workers:
-            if w.index is None:
+            if w.index is None or w.killed_for:
                 continue
             if now - w.since > self.config.case_timeout:
                 w.kill("timeout")
@@ -368,27 +398,14 @@ class Campaign:
 
     def _handle(self, worker: Worker, msg, workers, accepting):
         if msg is None:  # the worker process ended
-            if worker.index is not None:
-                finding = self.death_finding(worker, worker.proc.returncode)
-                self.stats.counts["programs_generated"] += 1
-                self.stats.counts["worker_deaths"] += 1
-                if finding is not None:
-                    self.candidate(finding)
-            elif not worker.ready:
-                raise CampaignError(
-                    f"worker {worker.slot} exited before it was ready (code {worker.proc.returncode}); "
-                    f"see {self.out / 'workers' / f'worker-{worker.slot}.log'}"
-                )
-            worker.close()
-            workers = [w for w in workers if w is not worker]
-            if accepting:
-                workers.append(Worker(worker.slot, self.config, self.events))
-            return workers
+            return self._worker_ended(worker, workers, accepting)
         event = msg["event"]
         if event == "ready":
             worker.ready = True
         elif event == "started":
             worker.case = msg["case"]
+        elif event == "judged":
+            worker.judged = msg["verdicts"]
         elif event == "result":
             self.stats.add_result(msg)
             if "internal_error" in msg:
@@ -397,33 +414,64 @@ class Campaign:
                 self.candidate(Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
                                        triage=msg.get("triage", {})))
             worker.index = worker.case = None
+            worker.judged = []
         return workers
 
-    def _confirmed(self) -> list[str]:
-        return [f.signature for f in self.findings]
+    def _worker_ended(self, worker: Worker, workers, accepting):
+        code = worker.proc.wait()
+        if worker.index is not None:
+            self.stats.counts["programs_generated"] += 1
+            self.stats.counts["worker_deaths"] += 1
+            finding = self.death_finding(worker, code)
+            if finding is not None:
+                self.candidate(finding)
+            else:  # it died while generating: not a compiler finding, but never silent
+                append_line(self.out / "internal_errors.jsonl", {
+                    "index": worker.index, "seed": self.config.seed,
+                    "traceback": f"worker died while generating the case (exit {code}, {worker.killed_for or 'no kill'})",
+                })
+                self.stats.counts["internal_errors"] += 1
+        elif not worker.ready:
+            self.respawns += 1
+            log = self.out / "workers" / f"worker-{worker.slot}.log"
+            if self.respawns > self.MAX_RESPAWNS or not any(w.ready for w in workers if w is not worker):
+                if self.stats.counts["programs_generated"] == 0:
+                    raise CampaignError(f"a worker exited before it was ready (code {code}); see {log}:\n{_tail(log, 1500)}")
+        worker.close()
+        workers = [w for w in workers if w is not worker]
+        if accepting and self.respawns <= self.MAX_RESPAWNS:
+            workers.append(Worker(worker.slot, self.config, self.events))
+        return workers
 
     def _shelve_unconfirmed(self) -> None:
         """Keep every candidate that never got a fresh-process verdict."""
+        pending = []
+        if self.in_confirmation is not None and self.in_confirmation.confirmation is None:
+            pending.append(self.in_confirmation)
         while True:
             try:
                 finding = self.confirm_queue.get_nowait()
             except queue.Empty:
                 break
-            self.unconfirmed.add(finding)
-            self.summary["unconfirmed"] += 1
+            if finding is not None:
+                pending.append(finding)
         with self.lock:
             for twins in self.twins.values():
-                for twin in twins:
-                    self.unconfirmed.add(twin)
+                pending.extend(twins)
             self.twins.clear()
+        for finding in pending:
+            self.unconfirmed.add(finding)
+            self.summary["unconfirmed"] += 1
 
     def write_stats(self, wall: float) -> dict:
         extra = {
-            "confirmed": len(self.findings),
-            "flaky": len(self.flaky),
-            "unconfirmed": len(self.unconfirmed),
+            "confirmed": len(self.confirmed) if self.config.confirm else 0,
+            "reported_unconfirmed": self.summary["reported_unconfirmed"],
+            "flaky": self.summary["flaky"],
+            "unconfirmed": self.summary["unconfirmed"],
             "duplicates": self.summary["duplicates"],
-            "signatures": sorted(p.name for p in (self.out / "findings").glob("*") if (p / "finding.json").exists()),
+            "signatures": sorted(self.confirmed),
+            "interrupted": self.interrupted,
         }
         data = self.stats.to_json(wall, extra)
         write_json(self.out / "stats.json", data)

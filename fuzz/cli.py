@@ -155,7 +155,10 @@ def cmd_fuzz(args) -> int:
         print(f"symfuzz fuzz: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print_summary(stats, args.out)
-    return EXIT_FINDINGS if stats["findings"]["confirmed"] else EXIT_OK
+    found = stats["findings"]
+    if found["interrupted"]:
+        return 130
+    return EXIT_FINDINGS if found["confirmed"] or found["reported_unconfirmed"] else EXIT_OK
 
 
 def print_summary(stats: dict, out: Path) -> None:
@@ -167,8 +170,9 @@ def print_summary(stats: dict, out: Path) -> None:
     print(f"calls      {c['made']} made, {c['checked']} checked against eager, {c['recompiles']} recompiles")
     print(f"ops        {stats['distinct_ops']} distinct ops exercised")
     print("time       " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
-    print(f"findings   {f['confirmed']} confirmed, {f['flaky']} flaky, {f['unconfirmed']} unconfirmed, "
-          f"{f['duplicates']} duplicates")
+    print(f"findings   {f['confirmed']} confirmed in a fresh process, {f['flaky']} flaky, "
+          f"{f['unconfirmed']} not yet confirmed, {f['duplicates']} duplicates"
+          + (f", {f['reported_unconfirmed']} reported without confirmation" if f["reported_unconfirmed"] else ""))
     for sig in f["signatures"]:
         print(f"  {sig}: python {out / 'findings' / sig / 'repro.py'}")
     if p.get("internal_errors"):
@@ -192,7 +196,7 @@ def cmd_replay(args) -> int:
     for folder, finding in findings:
         print(f"{finding.signature}: replaying ({finding.verdict['symptom']} on {finding.lane['name']}) ...", flush=True)
         outcome = replay_finding(finding, timeout=args.timeout)
-        reproduced += outcome.status in ("reproduced", "different")
+        reproduced += outcome.status == "reproduced" or (outcome.status == "different" and bool(outcome.signature))
         note = {"reproduced": "REPRODUCED: the bug is still present",
                 "different": f"FAILS DIFFERENTLY (signature {outcome.signature})",
                 "fixed": "fixed: compiled now matches eager",

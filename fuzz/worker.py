@@ -22,7 +22,7 @@ import time
 import traceback
 
 
-def run_case(case, lane, oracle_names=None) -> dict:
+def run_case(case, lane, oracle_names=None, on_judged=None) -> dict:
     """Execute, judge and (on failure) triage one case; returns the result message body."""
     from oracles.execute import execute
     from oracles.registry import judge
@@ -32,9 +32,13 @@ def run_case(case, lane, oracle_names=None) -> dict:
     run = execute(case, lane)
     t1 = time.perf_counter()
     verdicts = judge(case, run, oracle_names)
-    failures = [v for v in verdicts if not v.ok]
+    # The earliest failing call decides, crash before mismatch: the order a
+    # repro script judges in, so a repro prints the same signature.
+    failures = sorted((v for v in verdicts if not v.ok), key=lambda v: v.call_index if v.call_index is not None else -1)
     triaged = {}
     if failures:
+        if on_judged is not None:
+            on_judged([v.to_json() for v in failures])  # kept even if triage kills the process
         triaged = triage(case, lane, failures[0])
         first = failures[0]
         failures[0] = type(first)(**{**first.__dict__, "stage": triaged["stage"]})
@@ -93,13 +97,15 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         try:
             case = generate(args.seed, index, config)
-        except Exception:  # noqa: BLE001 - a generator bug; report, keep going
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
             send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
             continue
         generate_seconds = time.perf_counter() - t0
         send({"event": "started", "index": index, "case": case.to_json()})
         try:
-            result = run_case(case, lane)
+            result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}))
         except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
             send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
             continue

@@ -142,3 +142,25 @@ def test_inputs_are_a_pure_function_of_the_seed():
     spec = {"shape": [4, 4], "dtype": "bfloat16", "seed": 7}
     assert torch.equal(standalone.make_arg(spec), standalone.make_arg(spec))
     assert not torch.equal(standalone.make_arg(spec), standalone.make_arg({**spec, "seed": 8}))
+
+
+def test_wrapped_compiler_errors_are_told_apart_by_the_real_error():
+    head = "backend='inductor' raised:\n"
+    a = standalone.normalize_message(head + "IndexError: tuple index out of range\n\nSet TORCHDYNAMO_VERBOSE=1 ...")
+    b = standalone.normalize_message(head + "ValueRangeError: Invalid ranges [0:-1]")
+    assert a != b and "IndexError" in a and "ValueRangeError" in b
+
+
+def test_reference_runs_in_float64_through_casts_inside_the_program():
+    def fn(x, w):
+        h = x.to(torch.float16).float()  # an explicit round trip through fp16
+        return (torch.mm(h, w.float()), torch.full((2,), 1.5) + h.sum())
+
+    x, w = torch.randn(3, 4), torch.randn(4, 2, dtype=torch.float16)
+    record = standalone.reference_call(fn, [x, w])
+    assert "error" not in record, record.get("error")
+    mm, full = record["out"][0]
+    assert mm.dtype == torch.float64 and full.dtype == torch.float64
+    expected = x.double() @ w.double()  # no fp16 rounding anywhere
+    assert torch.allclose(mm, expected)
+    assert torch.get_default_dtype() == torch.float32  # restored
