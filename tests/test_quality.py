@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, planted_env
+from conftest import planted_env
 from test_campaign import symfuzz
 
 pytestmark = pytest.mark.quality

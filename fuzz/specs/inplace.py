@@ -27,17 +27,9 @@ import torch
 from .base import ANY_KIND, BOOL, FLOAT, FLOATING, INT, NUMERIC, OpSpec, no_params
 from .view import BAD_DIM, neg_dim
 
-F = "inplace"
+from oracles.standalone import DTYPES
 
-DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "int32": torch.int32,
-    "int64": torch.int64,
-    "bool": torch.bool,
-}
+F = "inplace"
 
 
 # ------------------------------------------------------------- write checks
