@@ -216,6 +216,7 @@ class Campaign:
         self.findings = FindingStore(self.out / "findings")
         self.flaky = FindingStore(self.out / "flaky")
         self.unconfirmed = FindingStore(self.out / "unconfirmed")
+        self.suspect = FindingStore(self.out / "suspect")
         self.events: queue.Queue = queue.Queue()
         self.confirm_queue: queue.Queue = queue.Queue()
         self.runner = ScriptRunner()
@@ -239,6 +240,13 @@ class Campaign:
         """A failure seen in a worker: log it now, confirm it in a fresh process."""
         append_line(self.out / "candidates.jsonl", finding.to_json())
         sig = finding.signature
+        reason = self.config.lane.suspect_reason(finding.verdict, finding.case, finding.triage)
+        if reason:
+            finding.triage = {**finding.triage, "suspect": reason}
+            with self.lock:
+                self.suspect.add(finding)
+                self.summary["suspect"] += 1
+            return
         with self.lock:
             if sig in self.confirmed:
                 self.findings.add(finding)  # recorded as a duplicate of a confirmed finding
@@ -468,6 +476,7 @@ class Campaign:
             "confirmed": len(self.confirmed) if self.config.confirm else 0,
             "reported_unconfirmed": self.summary["reported_unconfirmed"],
             "flaky": self.summary["flaky"],
+            "suspect": self.summary["suspect"],
             "unconfirmed": self.summary["unconfirmed"],
             "duplicates": self.summary["duplicates"],
             "signatures": sorted(self.confirmed),

@@ -171,7 +171,7 @@ def print_summary(stats: dict, out: Path) -> None:
     print(f"ops        {stats['distinct_ops']} distinct ops exercised")
     print("time       " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
     print(f"findings   {f['confirmed']} confirmed in a fresh process, {f['flaky']} flaky, "
-          f"{f['unconfirmed']} not yet confirmed, {f['duplicates']} duplicates"
+          f"{f['unconfirmed']} not yet confirmed, {f['suspect']} suspect (lane artefacts?), {f['duplicates']} duplicates"
           + (f", {f['reported_unconfirmed']} reported without confirmation" if f["reported_unconfirmed"] else ""))
     for sig in f["signatures"]:
         print(f"  {sig}: python {out / 'findings' / sig / 'repro.py'}")

@@ -40,6 +40,9 @@ class Lane:
     setup: Optional[str] = None  # "triton-interpreter": patch triton for CPU
     cheaper: tuple[str, ...] = ()  # lanes that triage a failure, cheapest first
     check: Optional[Callable[[], Optional[str]]] = None  # why unavailable, or None
+    # Why a failure on this lane cannot be trusted on its own (or None): such
+    # failures are kept apart as suspect unless a cheaper lane reproduced them.
+    suspect: Optional[Callable[[dict, dict], Optional[str]]] = None
 
     def unavailable_reason(self) -> Optional[str]:
         if self.check is None:
@@ -48,6 +51,14 @@ class Lane:
             return self.check()
         except Exception as exc:  # noqa: BLE001 - availability probes must not raise
             return f"availability check failed: {exc}"
+
+    def suspect_reason(self, verdict: dict, case: dict, triage: dict) -> Optional[str]:
+        if self.suspect is None:
+            return None
+        symptom = verdict.get("symptom")
+        if any(h.startswith(symptom + " ") for h in (triage or {}).get("lanes", {}).values() if isinstance(h, str)):
+            return None  # another lane shows the same symptom: not an artefact of this one
+        return self.suspect(verdict, case)
 
     def compile_kwargs(self, dynamic) -> dict:
         kwargs = {"backend": self.backend, "dynamic": dynamic}
@@ -93,6 +104,24 @@ def _needs_cpp_toolchain() -> Optional[str]:
     return None
 
 
+LOW_PRECISION = ("float16", "bfloat16")
+
+
+def _interpreter_suspect(verdict: dict, case: dict) -> Optional[str]:
+    """Triton's interpreter runs kernels with numpy: its own gaps and its bf16/fp16
+    emulation are not Inductor bugs. DESIGN.md: confirm those on another lane or a GPU."""
+    error = verdict.get("evidence", {}).get("error") or {}
+    text = " ".join(str(error.get(k, "")) for k in ("type", "message", "traceback"))
+    if "InterpreterError" in text or "triton/runtime/interpreter" in text or "enable_triton_interpreter" in text:
+        return "raised inside Triton's CPU interpreter (or symfuzz's adaptation of it); confirm on a GPU"
+    if verdict.get("symptom") in ("value-mismatch", "metadata-mismatch"):
+        program = str(case.get("program", ""))
+        dtypes = {a.get("dtype") for call in case.get("schedule", {}).get("calls", []) for a in call.get("args", [])}
+        if any(d in program for d in LOW_PRECISION) or dtypes & set(LOW_PRECISION):
+            return "low-precision values are emulated with numpy on the interpreter lane; confirm on another lane or a GPU"
+    return None
+
+
 LANES: dict[str, Lane] = {}
 
 
@@ -128,6 +157,7 @@ register_lane(
         setup="triton-interpreter",
         cheaper=("eager", "aot_eager", "inductor-cpp"),
         check=_needs_triton_interpreter,
+        suspect=_interpreter_suspect,
     )
 )
 register_lane(

@@ -55,3 +55,31 @@ def test_hanging_worker_is_killed_and_recorded(tmp_path):
     assert len(hangs) == 1
     assert hangs[0]["confirmation"]["status"] == "reproduced"
     assert json.loads((out / "stats.json").read_text())["programs"]["generated"] == 2
+
+
+def test_ctrl_c_keeps_every_candidate(tmp_path):
+    """Interrupting a campaign mid-confirmation loses nothing and exits 130."""
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env.update(planted_env("segfault-cos"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fuzz.cli", "fuzz", "--quiet", "--lane", "eager", "--ops", "cos", "--max-ops", "2",
+         "--jobs", "1", "--budget", "5m", "--out", str(out)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 240
+    while not (out / "candidates.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert (out / "candidates.jsonl").exists(), "no candidate appeared"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["findings"]["interrupted"] is True
+    seen = {json.loads(line)["signature"] for line in (out / "candidates.jsonl").read_text().splitlines()}
+    kept = {p.parent.name for p in out.glob("*/*/finding.json")}
+    assert seen <= kept, (seen, kept)
+    assert "Traceback" not in stderr

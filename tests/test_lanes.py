@@ -1,0 +1,52 @@
+"""Lanes: the registry, `symfuzz lanes`, and which failures a lane cannot vouch for."""
+
+import subprocess
+import sys
+
+from conftest import ROOT
+from oracles.lanes import LANES, get_lane
+
+
+def test_the_required_lanes_exist():
+    assert {"eager", "aot_eager", "inductor-cpp", "inductor-triton-interpret", "inductor-triton"} <= set(LANES)
+
+
+def test_symfuzz_lanes_says_what_runs_here_and_why_not():
+    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "lanes"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, check=True)
+    for name, lane in LANES.items():
+        line = next(l for l in proc.stdout.splitlines() if l.startswith(name + " "))
+        reason = lane.unavailable_reason()
+        assert ("yes" if reason is None else "no") in line.split()
+        if reason:
+            assert reason in line
+
+
+def test_unknown_lane_is_a_one_line_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "fuzz", "--lane", "nope"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2 and "unknown lane 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _case(dtype="float32"):
+    return {"program": {"inputs": [{"name": "x0", "dtype": dtype, "dims": ["s0"]}], "body": []},
+            "schedule": {"calls": [{"args": [{"dtype": dtype}]}]}}
+
+
+def test_interpreter_lane_marks_its_own_artefacts_suspect():
+    lane = get_lane("inductor-triton-interpret")
+    interp = {"symptom": "crash", "evidence": {"error": {"type": "InterpreterError", "message": "ufunc bitwise_or"}}}
+    real = {"symptom": "crash", "evidence": {"error": {"type": "IndexError", "message": "tuple index out of range"}}}
+    mismatch = {"symptom": "value-mismatch", "evidence": {}}
+    assert lane.suspect_reason(interp, _case(), {}) is not None
+    assert lane.suspect_reason(real, _case(), {}) is None
+    assert lane.suspect_reason(mismatch, _case("bfloat16"), {}) is not None
+    assert lane.suspect_reason(mismatch, _case("float32"), {}) is None
+    # Reproduced on a cheaper lane: no longer an artefact of the interpreter.
+    triage = {"lanes": {"inductor-cpp": "value-mismatch (runtime) at call 0 [value-mismatch-0123]"}}
+    assert lane.suspect_reason(mismatch, _case("bfloat16"), triage) is None
+
+
+def test_cpp_lane_vouches_for_its_failures():
+    lane = get_lane("inductor-cpp")
+    assert lane.suspect_reason({"symptom": "value-mismatch", "evidence": {}}, _case("bfloat16"), {}) is None
