@@ -1,0 +1,1 @@
+"""The minifier (issue 4). Not implemented yet: nothing here is public API."""
