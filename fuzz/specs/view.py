@@ -405,13 +405,19 @@ def _slice_shape(shapes, params):
     return tuple(s)
 
 
+def _draw_nonempty_dim(ctx):
+    """A dim of operand 0 that is non-empty in every world, or None if there is none."""
+    x = ctx.operands[0]
+    dims = [e for e in range(x.rank) if x.min_size(e) >= 1]
+    return ctx.draw(st.sampled_from(dims)) if dims else None
+
+
 def _select_params(ctx):
     x = ctx.operands[0]
     r = x.rank
-    dims = [e for e in range(r) if x.min_size(e) >= 1]
-    if not dims:
+    d = _draw_nonempty_dim(ctx)
+    if d is None:
         return {"suffix": f".select({BAD_DIM}, 0)", "at": 0}
-    d = ctx.draw(st.sampled_from(dims))
     choices = ["0", "-1", "{n} // 2", "{n} - 1", "-{n}"]
     if x.min_size(d) >= 2:
         choices += ["1", "-2"]
@@ -504,10 +510,9 @@ def _chunk_shape(shapes, params):
 def _unbind_params(ctx):
     x = ctx.operands[0]
     r = x.rank
-    dims = [e for e in range(r) if x.min_size(e) >= 1]
-    if not dims:
+    d = _draw_nonempty_dim(ctx)
+    if d is None:
         return {"dim": BAD_DIM, "i": 0, "at": 0}
-    d = ctx.draw(st.sampled_from(dims))
     return {"dim": neg_dim(ctx, d, r), "i": _pick_index(ctx, list(x.sizes(d))), "at": d}
 
 
