@@ -83,3 +83,20 @@ def test_ctrl_c_keeps_every_candidate(tmp_path):
     kept = {p.parent.name for p in out.glob("*/*/finding.json")}
     assert seen <= kept, (seen, kept)
     assert "Traceback" not in stderr
+
+
+def test_worker_growing_past_the_memory_limit_is_killed_and_recorded(tmp_path):
+    out = tmp_path / "out"
+    proc = symfuzz(
+        ["--lane", "eager", "--ops", "sigmoid", "--max-ops", "2", "--max-cases", "2", "--jobs", "1",
+         "--budget", "8m", "--memory-limit", "2048", "--confirm-timeout", "120s", "--out", str(out)],
+        planted_env("oom-sigmoid"),
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    deaths = findings(out, "process-death")
+    assert len(deaths) == 1, proc.stdout + proc.stderr
+    evidence = deaths[0]["verdict"]["evidence"]
+    assert evidence["cause"] == "out-of-memory" and evidence["limit_mb"] == 2048
+    assert deaths[0]["confirmation"]["status"] == "reproduced"  # the fresh process grew past the limit too
+    assert deaths[0]["confirmation"]["memory_exceeded"] is True
+    assert json.loads((out / "stats.json").read_text())["programs"]["generated"] == 2

@@ -72,10 +72,32 @@ def plant_hang_on_sin():
     registry._COMPILER_FNS["eager"] = hanging_backend
 
 
+def plant_memory_hog_on_sigmoid():
+    """Runaway memory: the "eager" backend allocates without end when a graph
+    contains torch.sigmoid (the campaign's resident-memory watchdog must stop it)."""
+    import time
+
+    import torch
+    from torch._dynamo.backends import registry
+
+    original = registry.lookup_backend("eager")
+
+    def hogging_backend(gm, example_inputs):
+        if any(node.target in (torch.sigmoid, torch.Tensor.sigmoid) for node in gm.graph.nodes):
+            hoard = []
+            for _ in range(400):  # up to ~20 GiB, touched so it is resident
+                hoard.append(bytearray(50 * 1024 * 1024))
+                time.sleep(0.02)
+        return original(gm, example_inputs)
+
+    registry._COMPILER_FNS["eager"] = hogging_backend
+
+
 PLANTS = {
     "abs-symbolic": plant_abs_wrong_when_symbolic,
     "segfault-cos": plant_segfault_on_cos,
     "hang-sin": plant_hang_on_sin,
+    "oom-sigmoid": plant_memory_hog_on_sigmoid,
 }
 
 if PLANT:
