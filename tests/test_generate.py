@@ -119,3 +119,16 @@ def test_case_json_round_trip():
 def test_the_strategy_works_under_given(case):
     compile(case.source, "<case>", "exec")
     assert case.program.outputs
+
+
+def test_float_to_integer_casts_saturate_so_no_undefined_behaviour_reaches_the_oracle():
+    import torch
+
+    from fuzz.specs.base import cast_suffix
+
+    assert cast_suffix("float32", "float32") == ""
+    assert cast_suffix("int64", "float32") == ".to(torch.float32)"
+    suffix = cast_suffix("float16", "int32")
+    x = torch.tensor([float("nan"), float("inf"), -1e30, 2.7], dtype=torch.float32)
+    out = eval("x" + suffix, {"torch": torch, "x": x})
+    assert out.dtype == torch.int32 and out.tolist() == [0, 1 << 20, -(1 << 20), 2]

@@ -137,6 +137,25 @@ class OpSpec:
         return self.template.format(*args, **params)
 
 
+# ----------------------------------------------------------- casting
+
+SATURATE = 1 << 20  # well inside every integer dtype we generate
+
+
+def cast_suffix(src_dtype: str, dst_dtype: str) -> str:
+    """Source to append to a value of ``src_dtype`` to cast it to ``dst_dtype``.
+
+    Converting NaN, inf or an out-of-range float to an integer is undefined
+    behaviour in C++: eager and compiled code may legitimately disagree, and
+    such a "finding" would be false. Float-to-integer casts saturate first.
+    """
+    if src_dtype == dst_dtype:
+        return ""
+    if DTYPE_KIND[src_dtype] == FLOAT and DTYPE_KIND[dst_dtype] == INT:
+        return f".nan_to_num(0.0).clamp({-SATURATE}, {SATURATE}).to(torch.{dst_dtype})"
+    return f".to(torch.{dst_dtype})"
+
+
 # ----------------------------------------------------------- shape helpers
 
 

@@ -16,7 +16,7 @@ import math
 
 import hypothesis.strategies as st
 
-from .base import BOOL, FLOAT, INT, NUMERIC, OpSpec, broadcast, same_as_first
+from .base import BOOL, FLOAT, INT, NUMERIC, OpSpec, broadcast, cast_suffix, same_as_first
 from .view import BAD_DIM, neg_dim, size_eval, size_src, size_worlds
 
 F = "indexing"
@@ -423,7 +423,8 @@ def _index_add_params(ctx):
     dim = neg_dim(ctx, d, r)
     narrow = f".narrow({dim}, 0, {size_src(ctx, length)})" if half else ""
     alpha = ctx.draw(st.sampled_from([1, 2, -1]))
-    return {"dim": dim, "index": vec, "narrow": narrow, "alpha": alpha}
+    return {"dim": dim, "index": vec, "narrow": narrow, "alpha": alpha,
+            "cast": cast_suffix(ctx.operands[1].dtype, x.dtype) if len(ctx.operands) > 1 else ""}
 
 
 def _clone_params(ctx):
@@ -461,7 +462,7 @@ SPECS = [
            partner_kinds=NUMERIC, params=_masked_fill_params, shape=same_as_first),
     OpSpec("tril", F, "torch.tril({0}, {k})", min_rank=2, params=_tri_params, shape=same_as_first),
     OpSpec("triu", F, "{0}.triu({k})", min_rank=2, params=_tri_params, shape=same_as_first),
-    OpSpec("index_add", F, "torch.index_add({0}, {dim}, {index}, {1}{narrow}.to({0}.dtype), alpha={alpha})", arity=2,
+    OpSpec("index_add", F, "torch.index_add({0}, {dim}, {index}, {1}{narrow}{cast}, alpha={alpha})", arity=2,
            min_rank=1, kinds=NUMERIC, partner="same", params=_index_add_params, shape=same_as_first),
     OpSpec("clone", F, "{0}.clone({args})", params=_clone_params, shape=same_as_first, weight=0.5),
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import torch
 
-from .base import ANY_KIND, BOOL, FLOAT, FLOATING, INT, NUMERIC, OpSpec, no_params
+from .base import ANY_KIND, BOOL, FLOAT, FLOATING, INT, NUMERIC, OpSpec, cast_suffix, no_params
 from .view import BAD_DIM, neg_dim
 
 from oracles.standalone import DTYPES
@@ -80,7 +80,7 @@ def cast_to_first(ctx, i=1, exact=False):
     a, b = DTYPES[ctx.operands[0].dtype], DTYPES[ctx.operands[i].dtype]
     if a == b or (not exact and torch.can_cast(torch.promote_types(a, b), a)):
         return ""
-    return f".to(torch.{ctx.operands[0].dtype})"
+    return cast_suffix(ctx.operands[i].dtype, ctx.operands[0].dtype)
 
 
 def scalar(ctx, floats=(2, 0.5, -1.5, 3), ints=(2, -1, 3), bools=(True, False)):

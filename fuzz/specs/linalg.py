@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 
-from .base import FLOATING, NUMERIC, OpSpec, broadcast
+from .base import FLOATING, NUMERIC, OpSpec, broadcast, cast_suffix
 
 F = "linalg"
 
@@ -100,9 +100,9 @@ def _kron_partner(draw, first):
 
 def cast(ctx, i=1):
     """Source that casts operand ``i`` to operand 0's dtype where they differ."""
-    if len(ctx.operands) <= i or ctx.operands[i].dtype == ctx.operands[0].dtype:
+    if len(ctx.operands) <= i:
         return ""
-    return f".to(torch.{ctx.operands[0].dtype})"
+    return cast_suffix(ctx.operands[i].dtype, ctx.operands[0].dtype)
 
 
 def _cast_params(ctx):

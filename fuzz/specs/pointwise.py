@@ -7,7 +7,7 @@ the compiler.
 
 import hypothesis.strategies as st
 
-from .base import ANY_KIND, BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, same_as_first
+from .base import ANY_KIND, BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, cast_suffix, same_as_first
 
 F = "pointwise"
 
@@ -34,7 +34,9 @@ def _leaky(ctx):
 
 
 def _cast(ctx):
-    return {"dtype": ctx.draw(st.sampled_from(["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]))}
+    dtype = ctx.draw(st.sampled_from(["float32", "float64", "float16", "bfloat16", "int32", "int64", "bool"]))
+    # Always a real cast in the source, even to the same dtype (a no-op `.to`).
+    return {"dtype": dtype, "cast": cast_suffix(ctx.operands[0].dtype, dtype) or f".to(torch.{dtype})"}
 
 
 def _pow_exp(ctx):
@@ -83,7 +85,7 @@ SPECS = [
     unary("logical_not", "torch.logical_not({0})", kinds=ANY_KIND),
     unary("bitwise_not", "torch.bitwise_not({0})", kinds=frozenset({INT, BOOL})),
     unary("isnan", "torch.isnan({0})"),
-    unary("to", "{0}.to(torch.{dtype})", kinds=ANY_KIND, params=_cast, weight=1.5),
+    unary("to", "{0}{cast}", kinds=ANY_KIND, params=_cast, weight=1.5),
     # binary, with broadcasting and type promotion
     binary("add", "torch.add({0}, {1}, alpha={alpha})", params=_alpha, weight=2.0),
     binary("sub", "torch.sub({0}, {1})", weight=1.5),
