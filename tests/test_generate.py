@@ -132,3 +132,18 @@ def test_float_to_integer_casts_saturate_so_no_undefined_behaviour_reaches_the_o
     x = torch.tensor([float("nan"), float("inf"), -1e30, 2.7], dtype=torch.float32)
     out = eval("x" + suffix, {"torch": torch, "x": x})
     assert out.dtype == torch.int32 and out.tolist() == [0, 1 << 20, -(1 << 20), 2]
+
+
+def test_cases_shrink_like_any_hypothesis_example():
+    """find() shrinks a case containing `mul` down to a tiny program and schedule."""
+    from hypothesis import find
+
+    found = find(
+        cases(GenConfig(max_ops=8)),
+        lambda case: "mul" in case.program.ops(),
+        settings=settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck)),
+    )
+    assert "mul" in found.program.ops()
+    assert len(found.program.body) <= 2, found.source
+    assert len(found.schedule.calls) == 2  # the minimum the generator allows
+    assert all(max(a.shape, default=0) <= 3 for call in found.schedule.calls for a in call.args), found.schedule
