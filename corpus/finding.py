@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -11,7 +12,13 @@ FINDING_VERSION = 1
 
 
 def environment() -> dict:
-    """Versions that, with the seed, reproduce a campaign."""
+    """Versions that, with the seed, reproduce a campaign (a fresh copy each call)."""
+    return dict(_environment())
+
+
+@functools.lru_cache(maxsize=None)
+def _environment() -> dict:
+    # Computed once per process: the campaign loop asks for it every few seconds.
     env = {"python": sys.version.split()[0], "platform": platform.platform()}
     try:
         import torch

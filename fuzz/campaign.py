@@ -73,7 +73,6 @@ class Stats:
         self.seconds = Counter()
         self.ops = Counter()
         self.graphs_per_call = Counter()
-        self.symptoms = Counter()
 
     def add_result(self, msg: dict) -> None:
         c = self.counts

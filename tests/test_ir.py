@@ -12,7 +12,8 @@ def sample_program():
             OpNode("v1", "add", ("x0", "2"), {"alpha": 2}),
             SizeNode("n2", "v1.size(0) * 2"),
             BranchNode("v3", "x0.size(0) > 4", "v1 * 2", "v1 - 1"),
-            EffectNode("add_", ("x0", "1")) if False else OpNode("v4", "relu", ("v3",)),
+            EffectNode("zero_", ("x1",)),
+            OpNode("v4", "relu", ("v3",)),
         ),
         outputs=("v4", "v1"),
     )
@@ -25,6 +26,7 @@ def test_render_is_plain_python_and_deterministic():
     assert source.splitlines()[0] == "def fn(x0, x1):"
     assert "    v1 = torch.add(x0, 2, alpha=2)" in source
     assert "    n2 = v1.size(0) * 2" in source
+    assert "    x1.zero_()" in source  # an in-place statement, rendered without assignment
     assert "    if x0.size(0) > 4:\n        v3 = v1 * 2\n    else:\n        v3 = v1 - 1" in source
     assert source.rstrip().endswith("return (v4, v1)")
     compile(source, "<test>", "exec")
