@@ -12,7 +12,7 @@ def sample_program():
             OpNode("v1", "add", ("x0", "2"), {"alpha": 2}),
             SizeNode("n2", "v1.size(0) * 2"),
             BranchNode("v3", "x0.size(0) > 4", "v1 * 2", "v1 - 1"),
-            EffectNode("zero_", ("x1",)),
+            EffectNode("zero_", ("x1",), {"reject": ""}),  # params as the generator records them
             OpNode("v4", "relu", ("v3",)),
         ),
         outputs=("v4", "v1"),
