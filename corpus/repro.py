@@ -44,6 +44,8 @@ CALLS = json.loads(r"""
 OUTPUT_OPS = {output_ops}
 LANE = {lane_name!r}
 EXPECTED_SIGNATURE = {signature!r}
+# Dynamo / ShapeEnv flags the schedule sets around compile and calls.
+COMPILE_CONFIG = {compile_config}
 
 
 def configure():
@@ -53,6 +55,9 @@ def configure():
 def main():
     print("torch", torch.__version__, "| triton", _installed_triton_version(), "| python", sys.version.split()[0])
     configure()
+    skipped = set_compile_config(COMPILE_CONFIG).skipped
+    if skipped:
+        print("note: this torch lacks config flags", skipped)
     compiled = torch.compile(fn, {compile_args})
     records = run_schedule(fn, compiled, CALLS, {device!r})
     for index, (eager, result) in enumerate(records):
@@ -131,6 +136,7 @@ def render_repro(finding) -> str:
         source=case.source,
         calls=calls,
         output_ops=json.dumps(case.output_ops()),
+        compile_config=repr(case.schedule.config),
         signature=verdict["signature"],
         config_lines="\n".join(config_lines),
         compile_args=compile_args,

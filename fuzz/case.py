@@ -56,13 +56,20 @@ class Schedule:
 
     dynamic: Optional[bool]
     calls: tuple[Call, ...]
+    # Config flags set around compile and calls: {"dynamo": {flag: value},
+    # "fx": {flag: value}} for torch._dynamo.config and
+    # torch.fx.experimental._config (see oracles.standalone.compile_config).
+    config: dict = field(default_factory=dict, hash=False)
 
     def to_json(self) -> dict:
-        return {"dynamic": self.dynamic, "calls": [c.to_json() for c in self.calls]}
+        data = {"dynamic": self.dynamic, "calls": [c.to_json() for c in self.calls]}
+        if self.config:
+            data["config"] = self.config
+        return data
 
     @staticmethod
     def from_json(data: dict) -> "Schedule":
-        return Schedule(data.get("dynamic"), tuple(Call.from_json(c) for c in data["calls"]))
+        return Schedule(data.get("dynamic"), tuple(Call.from_json(c) for c in data["calls"]), dict(data.get("config") or {}))
 
 
 @dataclass(frozen=True)

@@ -54,15 +54,31 @@ def execute(case, lane: Lane) -> Run:
         seconds["eager"] += eager["seconds"]
         seconds["compile" if compiled.get("graphs", 0) > 0 or index == 0 else "run"] += compiled["seconds"]
 
-    with config_patch(lane):
-        compiled_fn = torch.compile(fn, **lane.compile_kwargs(case.schedule.dynamic))
-        records = standalone.run_schedule(fn, compiled_fn, calls, lane.device, on_call=account)
-    torch._dynamo.reset()
+    restore = standalone.set_compile_config(case.schedule.config)
+    try:
+        with config_patch(lane):
+            compiled_fn = make_compiled(fn, case, lane)
+            records = standalone.run_schedule(fn, compiled_fn, calls, lane.device, on_call=account)
+    finally:
+        restore()
+        torch._dynamo.reset()
 
     results = []
     for call, (eager, compiled) in zip(calls, records):
         results.append(CallResult(eager, compiled, _memo(lambda call=call: standalone.reference_output(fn, call, lane.device))))
     return Run(lane.name, results, case.output_ops(), seconds)
+
+
+def make_compiled(fn, case, lane: Lane) -> Callable:
+    """The compiled side of a run: ``torch.compile``, or the lane's own runner
+    (e.g. torch.export) for lanes that compile some other way."""
+    import torch
+
+    if lane.runner:
+        from .runners import build_runner
+
+        return build_runner(lane, fn, case)
+    return torch.compile(fn, **lane.compile_kwargs(case.schedule.dynamic))
 
 
 def _memo(thunk):

@@ -38,6 +38,9 @@ class Lane:
     env: dict = field(default_factory=dict)
     config: dict = field(default_factory=dict)
     setup: Optional[str] = None  # "triton-interpreter": patch triton for CPU
+    # Lanes that do not go through torch.compile name a runner here (see
+    # oracles/runners.py), e.g. "export": torch.export, then run the module.
+    runner: Optional[str] = None
     cheaper: tuple[str, ...] = ()  # lanes that triage a failure, cheapest first
     check: Optional[Callable[[], Optional[str]]] = None  # why unavailable, or None
     # Why a failure on this lane cannot be trusted on its own (or None): such
@@ -76,6 +79,7 @@ class Lane:
             "env": self.env,
             "config": self.config,
             "setup": self.setup,
+            "runner": self.runner,
         }
 
 

@@ -103,6 +103,65 @@ def make_args(call, device="cpu"):
     return [make_arg(spec, device) for spec in call["args"]]
 
 
+def apply_marks(tensor, marks):
+    """Apply a call's dynamism marks to one compiled-side input.
+
+    ``marks`` maps a dim (int or str) to {"mark": "dynamic" | "maybe_dynamic"
+    | "static" | "unbacked" | "auto", "min": int, "max": int}. "auto" (or no
+    entry) leaves the dim to automatic dynamic shapes.
+    """
+    for dim, mark in sorted((int(d), m) for d, m in (marks or {}).items()):
+        kind = mark.get("mark", "auto")
+        bounds = {k: mark[k] for k in ("min", "max") if mark.get(k) is not None}
+        if kind == "dynamic":
+            torch._dynamo.mark_dynamic(tensor, dim, **bounds)
+        elif kind == "maybe_dynamic":
+            torch._dynamo.maybe_mark_dynamic(tensor, dim)
+        elif kind == "static":
+            torch._dynamo.mark_static(tensor, dim)
+        elif kind == "unbacked":
+            torch._dynamo.decorators.mark_unbacked(tensor, dim, **bounds)
+    return tensor
+
+
+def make_compiled_args(call, device="cpu"):
+    """Inputs for the compiled side of a call: as ``make_args``, plus the marks."""
+    return [apply_marks(make_arg(spec, device), spec.get("marks")) for spec in call["args"]]
+
+
+def _config_modules():
+    import torch._dynamo.config as dynamo_config
+    import torch.fx.experimental._config as fx_config
+
+    return {"dynamo": dynamo_config, "fx": fx_config}
+
+
+def set_compile_config(config):
+    """Set the schedule's config flags; returns a function that restores them.
+
+    ``config`` is {"dynamo": {flag: value}, "fx": {flag: value}}. A flag this
+    torch does not have is skipped and named in the returned ``.skipped``
+    list, so an old finding still replays on a newer torch.
+    """
+    modules = _config_modules()
+    saved, skipped = [], []
+    for group, flags in sorted((config or {}).items()):
+        module = modules.get(group)
+        for name, value in sorted(flags.items()):
+            if module is None or not hasattr(module, name):
+                skipped.append(f"{group}.{name}")
+                continue
+            saved.append((module, name, getattr(module, name)))
+            setattr(module, name, value)
+
+    def restore():
+        for module, name, value in reversed(saved):
+            setattr(module, name, value)
+
+    restore.skipped = skipped
+    return restore
+
+
 # ---------------------------------------------------------------- running
 
 
@@ -388,7 +447,7 @@ def run_schedule(fn, compiled, calls, device="cpu", on_call=None):
     for index, call in enumerate(calls):
         eager = run_call(fn, make_args(call, device))
         before = graph_count()
-        result = run_call(compiled, make_args(call, device))
+        result = run_call(compiled, make_compiled_args(call, device))
         result["graphs"] = graph_count() - before if before >= 0 else -1
         records.append((eager, result))
         if on_call is not None:
