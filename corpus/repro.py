@@ -19,7 +19,7 @@ EXIT_FIXED, EXIT_REPRODUCED = 0, 1
 TEMPLATE = '''#!/usr/bin/env python
 """symfuzz repro: {headline}
 
-Lane: {lane_name} ({lane_desc}); torch.compile(dynamic={dynamic}).
+Lane: {lane_name} ({lane_desc}); {how}.
 Found with torch {torch_version}. Run it with plain `python repro.py`:
 exit 1 while the bug is present, 0 once it is fixed.
 """
@@ -46,6 +46,11 @@ LANE = {lane_name!r}
 EXPECTED_SIGNATURE = {signature!r}
 # Dynamo / ShapeEnv flags the schedule sets around compile and calls.
 COMPILE_CONFIG = {compile_config}
+# constrained: the schedule marks dims or sets flags, so torch may refuse it;
+# demands_specialization: the program itself compares sizes.
+CONTEXT = {context}
+# Calls that every guard of the cached graph admits: they must not recompile.
+EXPECT_REUSE = {expect_reuse}
 
 
 def configure():
@@ -58,14 +63,16 @@ def main():
     skipped = set_compile_config(COMPILE_CONFIG).skipped
     if skipped:
         print("note: this torch lacks config flags", skipped)
-    compiled = torch.compile(fn, {compile_args})
+    OUTPUT_OPS_FOR_KEYS[0] = OUTPUT_OPS
+    compiled = {make_compiled}
     records = run_schedule(fn, compiled, CALLS, {device!r})
     for index, (eager, result) in enumerate(records):
-        failure = judge_call(eager, result, lambda call=CALLS[index]: reference_output(fn, call, {device!r}))
+        failure, key = judge_schedule_call(fn, {fresh_compile}, CALLS, index, eager, result,
+                                           {device!r}, CONTEXT, EXPECT_REUSE)
         if failure is None:
             print(f"call {{index}}: ok (graphs compiled during call: {{result.get('graphs')}})")
             continue
-        key = failure_key(failure, OUTPUT_OPS)
+        key = key if key is not None else failure_key(failure, OUTPUT_OPS)
         sig = signature(failure["symptom"], LANE, key)
         print(f"call {{index}}: {{failure['symptom']}} ({{failure.get('stage')}})")
         if "error" in failure:
@@ -103,6 +110,12 @@ def _strip_module_docstring(text: str) -> str:
     return text
 
 
+def _judge_context(case) -> dict:
+    from oracles.execute import judge_context
+
+    return judge_context(case)
+
+
 def render_repro(finding) -> str:
     from fuzz.case import Case
 
@@ -125,21 +138,38 @@ def render_repro(finding) -> str:
     compile_args = f"backend={lane['backend']!r}, dynamic={case.schedule.dynamic!r}"
     if lane.get("mode"):
         compile_args += f", mode={lane['mode']!r}"
+    make_compiled = f"torch.compile(fn, {compile_args})"
+    fresh_compile = f"lambda: {make_compiled}"
+    how = f"torch.compile(dynamic={case.schedule.dynamic!r})"
+    if lane.get("runner"):
+        # torch.export lanes: the runner (oracles/export_runner.py, inlined) exports at the
+        # first call and runs the exported artifact on every call, as the campaign did.
+        from oracles.runners import ARTIFACTS, runner_spec
+
+        extra = _strip_module_docstring((ORACLES_DIR / "export_runner.py").read_text())
+        artifact = ARTIFACTS[lane["runner"]]
+        make_compiled = (f"build_exported_runner(fn, {runner_spec(case)!r}, CALLS, make_args, "
+                         f"{lane.get('device', 'cpu')!r}, artifact={artifact!r})")
+        fresh_compile = "no_fresh_compile"
+        how = f"torch.export.export, then {'AOTInductor' if artifact == 'aoti' else 'ExportedProgram.module()'}"
     calls = json.dumps([c.to_json() for c in case.schedule.calls], indent=1)
     return TEMPLATE.format(
         headline=f"{verdict['symptom']} ({verdict.get('stage')}) [{verdict['signature']}]",
         lane_name=lane["name"],
         lane_desc=lane.get("backend"),
-        dynamic=case.schedule.dynamic,
         torch_version=finding.environment.get("torch"),
         env_lines=env_lines,
         source=case.source,
         calls=calls,
         output_ops=json.dumps(case.output_ops()),
         compile_config=repr(case.schedule.config),
+        context=repr(_judge_context(case)),
+        expect_reuse=repr([verdict["call_index"]] if verdict.get("symptom") == "excess-recompiles" else []),
         signature=verdict["signature"],
         config_lines="\n".join(config_lines),
-        compile_args=compile_args,
+        make_compiled=make_compiled,
+        fresh_compile=fresh_compile,
+        how=how,
         device=lane.get("device", "cpu"),
         exit_reproduced=EXIT_REPRODUCED,
         exit_fixed=EXIT_FIXED,

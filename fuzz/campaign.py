@@ -73,6 +73,7 @@ class Stats:
         self.seconds = Counter()
         self.ops = Counter()
         self.graphs_per_call = Counter()
+        self.planned = Counter()
 
     def add_result(self, msg: dict) -> None:
         c = self.counts
@@ -92,6 +93,20 @@ class Stats:
         self.ops.update(msg["ops"])
         for g in msg["graphs"]:
             self.graphs_per_call[str(g)] += 1
+        c["graphs_compiled"] += sum(g for g in msg["graphs"] if g > 0)
+        guards = msg.get("guards") or {}
+        if guards.get("regions"):
+            c["programs_with_guards"] += 1
+            c["guard_regions"] += guards["regions"]
+            c["guard_regions_covered"] += guards.get("covered", 0)
+        c["over_guards"] += guards.get("over_guards", 0)
+        c["unexplained_recompiles"] += guards.get("unexplained_recompiles", 0)
+        c["rejected_calls"] += msg.get("rejected", 0)
+        c["planned_reused"] += msg.get("planned_reused", 0)
+        self.planned.update(msg.get("planned", []))
+        for verdict in msg.get("verdicts", []):
+            if verdict.get("symptom") == "over-specialization":
+                c["over_specializations"] += 1
 
     def to_json(self, wall: float, extra: dict) -> dict:
         c = self.counts
@@ -122,7 +137,21 @@ class Stats:
                 "internal_errors": c["internal_errors"],
             },
             "calls": {"made": c["calls"], "checked": c["calls_checked"], "recompiles": c["recompiles"],
+                      "graphs_compiled": c["graphs_compiled"],
+                      "checked_per_compile": round(c["calls_checked"] / c["graphs_compiled"], 3) if c["graphs_compiled"] else 0,
+                      "rejected_by_marks": c["rejected_calls"],
                       "graphs_compiled_per_call": dict(self.graphs_per_call)},
+            "guards": {
+                "programs_with_guards": c["programs_with_guards"],
+                "regions": c["guard_regions"],
+                "regions_covered": c["guard_regions_covered"],
+                "coverage": round(c["guard_regions_covered"] / c["guard_regions"], 4) if c["guard_regions"] else 0,
+                "planned_calls": dict(self.planned),
+                "planned_reuse_calls_reused": c["planned_reused"],
+                "over_specializations": c["over_specializations"],
+                "over_guards": c["over_guards"],
+                "unexplained_recompiles": c["unexplained_recompiles"],
+            },
             "findings": extra,
             "time_seconds": {k: round(v, 2) for k, v in tracked.items()},
             "time_share": {k: round(v / worker_seconds, 4) if worker_seconds else 0 for k, v in tracked.items()},
@@ -409,11 +438,13 @@ class Campaign:
         event = msg["event"]
         if event == "ready":
             worker.ready = True
-        elif event == "started":
-            worker.case = msg["case"]
+        elif event in ("started", "planned"):
+            worker.case = msg["case"]  # "planned": guard-directed calls were appended
         elif event == "judged":
             worker.judged = msg["verdicts"]
         elif event == "result":
+            if "case" in msg:
+                worker.case = msg["case"]
             self.stats.add_result(msg)
             if "internal_error" in msg:
                 append_line(self.out / "internal_errors.jsonl", {"index": msg["index"], "traceback": msg["internal_error"]})

@@ -56,7 +56,7 @@ def generate(seed: int, index: int, config):
     data = ConjectureData(random=Random(f"symfuzz:{seed}:{index}"), **kwargs)
     case = draw_case(data.draw, config)
     data.freeze()
-    origin = {"seed": seed, "index": index, "choices": list(data.choices)}
+    origin = {**case.origin, "seed": seed, "index": index, "choices": list(data.choices)}
     return type(case)(case.program, case.schedule, origin)
 
 

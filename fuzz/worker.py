@@ -22,14 +22,21 @@ import time
 import traceback
 
 
-def run_case(case, lane, oracle_names=None, on_judged=None) -> dict:
-    """Execute, judge and (on failure) triage one case; returns the result message body."""
+def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=True) -> dict:
+    """Execute, judge and (on failure) triage one case; returns the result message body.
+
+    With ``plan``, guard-directed calls are added after the drawn ones
+    (``oracles.guards``); ``on_plan(case)`` hears the extended case before
+    they run, and the result carries it as ``case``.
+    """
+    from oracles import standalone
     from oracles.execute import execute
     from oracles.registry import judge
     from oracles.triage import triage
 
     t0 = time.perf_counter()
-    run = execute(case, lane)
+    run = execute(case, lane, plan=plan, on_plan=on_plan)
+    case = run.case or case
     t1 = time.perf_counter()
     verdicts = judge(case, run, oracle_names)
     # The earliest failing call decides, crash before mismatch: the order a
@@ -59,6 +66,12 @@ def run_case(case, lane, oracle_names=None, on_judged=None) -> dict:
         },
         "verdicts": [v.to_json() for v in failures],
         "triage": triaged,
+        "case": case.to_json(),
+        "guards": {k: v for k, v in run.guards.items() if k != "guards"},
+        "planned": [c.purpose.split(":")[0] for c in calls if c.purpose != "drawn"],
+        "planned_reused": sum(1 for c in calls if c.expect_reuse and c.graphs == 0),
+        "rejected": sum(1 for c in calls if "error" in c.compiled and "error" not in c.eager
+                        and standalone.rejection(c.compiled["error"], run.context) == "rejected"),
     }
 
 
@@ -105,7 +118,9 @@ def main(argv=None) -> int:
         generate_seconds = time.perf_counter() - t0
         send({"event": "started", "index": index, "case": case.to_json()})
         try:
-            result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}))
+            result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}),
+                              on_plan=lambda c: send({"event": "planned", "index": index, "case": c.to_json()}),
+                              plan=config.guard_planning)
         except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
             send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import standalone
+from .crash import fresh_compile_passed
 from .registry import oracle
 from .verdict import Verdict, passed
 
@@ -17,7 +18,7 @@ def differential_oracle(case, run) -> Verdict:
     exactly. Final input states are compared too, which checks mutation.
     """
     for index, call in enumerate(run.calls):
-        if "error" in call.eager or "error" in call.compiled:
+        if "error" in call.eager or "error" in call.compiled or fresh_compile_passed(call):
             continue
         diff = standalone.compare(call.eager["out"], call.compiled["out"], call.reference)
         if diff is None:

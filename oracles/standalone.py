@@ -393,7 +393,7 @@ def signature(symptom, lane, key):
 
 def failure_key(failure, output_ops):
     """The part of a failure that says which bug it is, for the signature."""
-    if failure["symptom"] in ("crash", "accepts-invalid"):
+    if failure["symptom"] in ("crash", "accepts-invalid", "over-specialization"):
         error = failure.get("error") or {}
         return f"{error.get('type', '')}|{normalize_message(error.get('message', ''))}"
     path = failure.get("path", "out")
@@ -407,9 +407,48 @@ def failure_key(failure, output_ops):
     return op
 
 
-def judge_call(eager, compiled, reference=None):
-    """Judge one call's records (from ``run_call``); None when they agree."""
+# Errors by which torch refuses a schedule's own constraints: a dim marked
+# dynamic that the program specializes, a guard on a size marked unbacked.
+# They are documented behaviour, not findings (but see over-specialization).
+REJECTION_TYPES = ("ConstraintViolationError", "UserError", "GuardOnDataDependentSymNode")
+
+
+def rejection(error, context):
+    """None, "rejected" or "over-specialization" for a compiled-only error.
+
+    ``context`` says whether the schedule constrained dynamism (marks or
+    config flags) and whether the program itself compares sizes. A dim
+    marked dynamic that gets specialized although the program never compares
+    or branches on a size was specialized by torch, not by the program.
+    """
+    context = context or {}
+    if not context.get("constrained"):
+        return None
+    name = error.get("type", "").rsplit(".", 1)[-1]
+    message = error.get("message", "")
+    if name not in REJECTION_TYPES and "data-dependent" not in message:
+        return None
+    if name == "ConstraintViolationError" and "specialized it to be a constant" in message:
+        if not context.get("demands_specialization", True):
+            return "over-specialization"
+    return "rejected"
+
+
+def judge_call(eager, compiled, reference=None, context=None):
+    """Judge one call's records (from ``run_call``); None when they agree.
+
+    ``context`` (see ``rejection``) lets a schedule's own constraints be
+    refused without that counting as a crash.
+    """
+    if "error" in compiled and compiled["error"].get("type", "").endswith(".LaneRejectedCall"):
+        return None  # the lane refuses this call by design (oracles/export_runner.py): nothing to compare
     if "error" in compiled and "error" not in eager:
+        kind = rejection(compiled["error"], context)
+        if kind == "rejected":
+            return None
+        if kind == "over-specialization":
+            return {"symptom": "over-specialization", "stage": "dynamo", "error": compiled["error"],
+                    "detail": "a dim marked dynamic was specialized, and the program never compares sizes"}
         return {"symptom": "crash", "stage": compiled["error"]["stage"], "error": compiled["error"]}
     if "error" in eager and "error" not in compiled:
         return {"symptom": "accepts-invalid", "stage": "runtime", "error": eager["error"],
@@ -436,23 +475,91 @@ def graph_count():
         return -1
 
 
-def run_schedule(fn, compiled, calls, device="cpu", on_call=None):
+def run_schedule(fn, compiled, calls, device="cpu", on_call=None, before_call=None, start=0):
     """Call eager ``fn`` and ``compiled`` once per call, in order, on fresh inputs.
 
     Returns [(eager_record, compiled_record)]; a compiled record also says how
     many graphs were compiled during that call (0 means a cached graph was
-    reused). ``on_call(index, eager, compiled)`` is told after each call.
+    reused). ``before_call(index, compiled_args)`` is told before each
+    compiled call, ``on_call(index, eager, compiled)`` after it; ``start``
+    numbers the calls when a schedule is continued.
     """
     records = []
-    for index, call in enumerate(calls):
+    for index, call in enumerate(calls, start):
         eager = run_call(fn, make_args(call, device))
+        args = make_compiled_args(call, device)
+        if before_call is not None:
+            before_call(index, args)
         before = graph_count()
-        result = run_call(compiled, make_compiled_args(call, device))
+        result = run_call(compiled, args)
         result["graphs"] = graph_count() - before if before >= 0 else -1
+        if index > 0 and result["graphs"] > 0:
+            result["recompile_reason"] = recompile_reason(fn)
         records.append((eager, result))
         if on_call is not None:
             on_call(index, eager, result)
     return records
+
+
+def recompile_reason(fn):
+    """The newest guard failure Dynamo recorded for ``fn`` (normalized), or ""."""
+    try:
+        from torch._dynamo.utils import guard_failures
+
+        reasons = guard_failures.get(fn.__code__) or []
+        return normalize_message(reasons[-1]) if reasons else ""
+    except Exception:  # noqa: BLE001 - internals moved in some torch version
+        return ""
+
+
+def fresh_recheck(fn, compile_fn, call, device="cpu", context=None):
+    """Re-run one call on a freshly compiled function; its failure or None.
+
+    When a call that reused a cached graph fails but a fresh compile at the
+    same shapes is right, the cached graph was wrong for these shapes and
+    its guards let it through: an unsound guard, not a miscompile.
+    """
+    torch._dynamo.reset()
+    eager = run_call(fn, make_args(call, device))
+    result = run_call(compile_fn(), make_compiled_args(call, device))
+    return judge_call(eager, result, lambda: reference_output(fn, call, device), context)
+
+
+REUSE_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "crash")
+
+
+def reused(result, index):
+    """Did this call run a cached graph (no compile during the call)?"""
+    return index > 0 and result.get("graphs", -1) == 0
+
+
+def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu", context=None, expect_reuse=()):
+    """The repro scripts' judge of one call, in the oracles' order.
+
+    Mirrors the campaign: a failing call that reused a cached graph is
+    re-run on a fresh compile (unsound guard when that passes); a call the
+    guards say must reuse the graph must not recompile under dynamic=True.
+    Returns (failure, key) or (None, None).
+    """
+    call = calls[index]
+    failure = judge_call(eager, result, lambda: reference_output(fn, call, device), context)
+    if failure is not None:
+        key = None
+        if reused(result, index) and failure["symptom"] in REUSE_SYMPTOMS:
+            if fresh_recheck(fn, compile_fn, call, device, context) is None:
+                key = "reuse|" + failure_key(failure, OUTPUT_OPS_FOR_KEYS[0])
+                failure = {**failure, "symptom": "unsound-guard", "stage": "guard",
+                           "detail": "a reused graph was wrong; a fresh compile at these shapes is right. " + str(failure.get("detail", ""))}
+        return failure, key
+    if index in expect_reuse and result.get("graphs", 0) > 0:
+        reason = result.get("recompile_reason", "")
+        return {"symptom": "excess-recompiles", "stage": "guard",
+                "detail": "recompiled although every guard of the cached graph holds: " + reason}, reason
+    return None, None
+
+
+# The output ops used in signatures (set by repro scripts before judging).
+OUTPUT_OPS_FOR_KEYS = [[]]
 
 
 def reference_output(fn, call, device="cpu"):

@@ -10,7 +10,8 @@ SYMPTOMS = (
     "accepts-invalid",  # compiled returned where eager raised
     "value-mismatch",
     "metadata-mismatch",  # shape, dtype or output structure differs
-    "unsound-guard",
+    "unsound-guard",  # a reused graph is wrong for the new shape; a fresh compile is right
+    "over-specialization",  # a dim marked dynamic was specialized without the program asking
     "excess-recompiles",
     "fake-real-mismatch",
     "timeout",

@@ -93,7 +93,82 @@ def plant_memory_hog_on_sigmoid():
     registry._COMPILER_FNS["eager"] = hogging_backend
 
 
+def _drop_shape_guards(should_drop):
+    """Make Dynamo leave out the shape guards ``should_drop(python_expr)`` picks.
+
+    ``ShapeEnv.produce_guards_verbose`` returns one list of guard expressions
+    per language (python, verbose python, C++), index-aligned; Dynamo turns
+    them into the guard checks of the compiled frame. Removing entries there
+    removes the runtime check while the graph still assumes it: exactly a
+    missing-guard bug. The ShapeEnv itself still lists the guard, as it
+    would in a real bug of that kind.
+    """
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    original = ShapeEnv.produce_guards_verbose
+
+    def produce_guards_verbose(self, *args, **kwargs):
+        helpers = original(self, *args, **kwargs)
+        python = next((h for h, lang in zip(helpers, kwargs.get("langs", ("python",))) if lang == "python"), helpers[0])
+        keep = [i for i, expr in enumerate(python.exprs) if not should_drop(expr)]
+        out = []
+        for helper in helpers:
+            exprs = [helper.exprs[i] for i in keep]
+            fields = {f: getattr(helper, f) for f in helper.__dataclass_fields__ if f != "exprs"}
+            out.append(type(helper)(exprs=exprs, **fields))
+        return out
+
+    ShapeEnv.produce_guards_verbose = produce_guards_verbose
+
+
+_SIZE = r"L\['\w+'\]\.size\(\)\[\d+\]"
+
+
+def plant_dropped_comparison_guard():
+    """A dropped guard: the guards that a size comparison in user code
+    installs (``if x.size(0) > 4`` gives ``5 <= L['x'].size()[0]``; ``< k``
+    gives an upper bound) are not checked. The graph, specialized to one
+    side of the comparison, is reused for sizes on the other side."""
+    import re
+
+    bound = re.compile(rf"^(\d+) <= {_SIZE}$|^{_SIZE} <= (\d+)$|^{_SIZE} [<>]=? \d+$|^\d+ [<>]=? {_SIZE}$")
+
+    def drop(expr):
+        m = bound.match(expr.strip())
+        if not m:
+            return False
+        low = m.group(1)
+        return low is None or int(low) > 2  # keep the 0/1 bound "2 <= size"
+
+    _drop_shape_guards(drop)
+
+
+def plant_unguarded_zero_one():
+    """An unguarded 0/1 specialization: a dynamic graph is compiled assuming
+    its sizes are at least 2 (0/1 specialization), but the ``2 <= size``
+    guard is not checked, so the graph is reused for sizes 0 and 1."""
+    import re
+
+    bound = re.compile(rf"^2 <= {_SIZE}( <= \d+)?$|^2 <= {_SIZE} and")
+
+    _drop_shape_guards(lambda expr: bool(bound.match(expr.strip())))
+
+
+def plant_unguarded_duck_sizing():
+    """An unguarded duck-size unification: two dims that had the same size
+    when the graph was compiled share one symbol (duck sizing), but the
+    equality guard between them is not checked, so the graph is reused for
+    unequal sizes."""
+    import re
+
+    equality = re.compile(rf"^{_SIZE} == {_SIZE}$")
+    _drop_shape_guards(lambda expr: bool(equality.match(expr.strip())))
+
+
 PLANTS = {
+    "dropped-comparison-guard": plant_dropped_comparison_guard,
+    "unguarded-zero-one": plant_unguarded_zero_one,
+    "unguarded-duck-sizing": plant_unguarded_duck_sizing,
     "abs-symbolic": plant_abs_wrong_when_symbolic,
     "segfault-cos": plant_segfault_on_cos,
     "hang-sin": plant_hang_on_sin,

@@ -1,0 +1,149 @@
+"""Drawing the dynamic-shape knobs of a Schedule.
+
+A program is only half a dynamic-shape test: the other half is how its
+compiled form is called. This module draws, through the same Hypothesis
+``draw`` as the program (so schedules shrink with the rest of the case):
+
+- the first "hint" sizes, on purpose unrepresentative: all symbols equal
+  (duck sizing unifies them), some symbol 0 or 1 (specialized), or large
+  first and small later;
+- per-dim dynamism marks (``mark_dynamic`` with or without min/max,
+  ``maybe_mark_dynamic``, ``mark_static``, ``mark_unbacked``, or none);
+- Dynamo and ShapeEnv config flags (``Schedule.config``).
+
+Each choice's first option is the plain default, so shrinking walks a
+failing case back to "no marks, default config" unless the failure needs them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import hypothesis.strategies as st
+
+Draw = Callable[[st.SearchStrategy], Any]
+
+# First-call size patterns. "none" keeps the independently drawn sizes.
+HINT_MODES = [("none", 12), ("duck", 4), ("zero-one", 3), ("large-first", 2)]
+
+# (flag, values) per config group; the first value of each is torch's default
+# and is what shrinking moves toward (a default is then left out of the config).
+DYNAMO_FLAGS = {
+    "automatic_dynamic_shapes": (True, False),
+    "assume_static_by_default": (True, False),
+    "automatic_dynamic_shapes_mark_as": ("dynamic", "unbacked"),
+    "capture_scalar_outputs": (False, True),
+    "capture_dynamic_output_shape_ops": (False, True),
+}
+FX_FLAGS = {
+    "use_duck_shape": (True, False),
+    "backed_size_oblivious": (False, True),
+}
+# How often a flag leaves its default: 1 in N draws.
+FLAG_RARITY = {"automatic_dynamic_shapes_mark_as": 12, "backed_size_oblivious": 12}
+DEFAULT_RARITY = 6
+
+MARK_WEIGHTS = [("auto", 6), ("dynamic", 4), ("maybe_dynamic", 2), ("static", 2), ("unbacked", 1)]
+
+
+def _weighted(draw: Draw, pairs):
+    total = sum(w for _, w in pairs)
+    ticket = draw(st.integers(0, total - 1))
+    for value, w in pairs:
+        if ticket < w:
+            return value
+        ticket -= w
+    raise AssertionError("unreachable")
+
+
+def apply_hint_mode(draw: Draw, symbols: dict[str, tuple[int, ...]]) -> str:
+    """Rewrite the first calls' sizes to an unrepresentative pattern; returns the mode.
+
+    Calls 0 and 1 both get the pattern: with ``dynamic=None`` the first call
+    compiles static and the second one makes the dynamic graph, whose hints
+    are the ones that matter.
+    """
+    mode = _weighted(draw, HINT_MODES)
+    n_calls = len(next(iter(symbols.values())))
+    if mode == "none" or n_calls < 3:
+        return "none"
+    names = sorted(symbols)
+    values = {name: list(symbols[name]) for name in names}
+    if mode == "duck":
+        # Every symbol equal in the early calls, different values per call.
+        first = draw(st.sampled_from([2, 3, 4, 5, 8]))
+        for name in names:
+            values[name][0], values[name][1] = first, first + 1
+    elif mode == "zero-one":
+        name = draw(st.sampled_from(names))
+        values[name][0] = values[name][1] = draw(st.sampled_from([1, 0]))
+    elif mode == "large-first":
+        name = draw(st.sampled_from(names))
+        values[name][0], values[name][1] = 33, 40
+    for name in names:
+        symbols[name] = tuple(values[name])
+    return mode
+
+
+def draw_config(draw: Draw) -> dict:
+    """Dynamo and ShapeEnv flags for this schedule; defaults are left out."""
+    config: dict[str, dict] = {}
+    for group, flags in (("dynamo", DYNAMO_FLAGS), ("fx", FX_FLAGS)):
+        for flag, choices in flags.items():
+            rarity = FLAG_RARITY.get(flag, DEFAULT_RARITY)
+            if draw(st.integers(0, rarity - 1)) == 0:
+                config.setdefault(group, {})[flag] = choices[1]
+    return config
+
+
+def draw_marks(draw: Draw, inputs, values: dict[str, tuple[int, ...]]) -> list[dict]:
+    """One marks dict per input ({dim: {"mark": ..., "min":, "max":}}), the
+    same for every call, as a user marks tensors before each call.
+
+    Only dims tied to a size symbol are marked, and only when every call's
+    size is at least 2: torch specializes 0 and 1 whatever the mark, which is
+    documented behaviour, not a finding.
+    """
+    out: list[dict] = []
+    if draw(st.integers(0, 2)) != 0:  # most schedules mark nothing
+        return [{} for _ in inputs]
+    for inp in inputs:
+        marks = {}
+        for dim, sym in enumerate(inp.dims):
+            if isinstance(sym, int) or min(values[sym]) < 2:
+                continue
+            kind = _weighted(draw, MARK_WEIGHTS)
+            if kind == "auto":
+                continue
+            mark = {"mark": kind}
+            if kind == "dynamic" and draw(st.integers(0, 2)) == 0:
+                # A range that holds every call of the schedule.
+                mark["min"] = max(2, min(values[sym]))
+                mark["max"] = max(values[sym]) + draw(st.sampled_from([0, 8, 64]))
+            marks[dim] = mark
+        out.append(marks)
+    return out
+
+
+def demands_specialization(program) -> bool:
+    """Whether the program's own Python compares or branches on sizes.
+
+    Such a program may legitimately force Dynamo to specialize a size (an
+    ``if x.size(0) == 8``), so a ``mark_dynamic`` on it can be rejected by
+    design. A program without any size comparison demands no specialization.
+    """
+    from .ir import BranchNode, SizeNode
+
+    comparison = ("==", "!=", "<", ">", "assert", "_check", "cond(", "if ", "min(", "max(")
+    for node in program.body:
+        if isinstance(node, BranchNode):
+            return True
+        if isinstance(node, SizeNode):
+            text = node.expr
+        elif type(node).__name__ in ("OpNode", "EffectNode"):
+            text = repr(getattr(node, "params", ""))  # sizes fed to ops, e.g. ``max(n1, 1)``
+        else:
+            return True  # a node kind this function does not know: be conservative
+        if any(c in text for c in comparison):
+            return True
+    return False

@@ -1,0 +1,49 @@
+"""Recompile and specialization oracle.
+
+Two findings, both about dynamism the schedule asked for and did not get:
+
+- over-specialization: a dim marked dynamic (``mark_dynamic``) was
+  specialized to a constant although the program never compares or branches
+  on a size (``standalone.rejection`` decides, identically in repro scripts);
+- excess recompiles: under ``torch.compile(dynamic=True)``, a call that our
+  model of the installed guards says must reuse the cached graph (every
+  ShapeEnv guard, range, duck-size equality and static size holds, same
+  layouts and dtypes as the compiling call) recompiled anyway.
+
+Over-guards (a recompile that produced the same graph again) and
+recompiles the guard managers did not predict are counted in stats only.
+"""
+
+from __future__ import annotations
+
+from . import standalone
+from .registry import oracle
+from .verdict import Verdict, passed
+
+
+def _same_layouts(case, index, other) -> bool:
+    a, b = case.schedule.calls[index].args, case.schedule.calls[other].args
+    return all(x.dtype == y.dtype and x.layout == y.layout and x.marks == y.marks for x, y in zip(a, b))
+
+
+@oracle("recompiles")
+def recompiles_oracle(case, run) -> Verdict:
+    for index, call in enumerate(run.calls):
+        if "error" in call.compiled and "error" not in call.eager:
+            failure = standalone.judge_call(call.eager, call.compiled, None, run.context)
+            if failure is not None and failure["symptom"] == "over-specialization":
+                key = standalone.failure_key(failure, run.output_ops)
+                return Verdict(False, "recompiles", "over-specialization", "dynamo",
+                               standalone.signature("over-specialization", run.lane, key), index,
+                               {"error": failure["error"], "detail": failure["detail"]})
+    the_case = run.case or case
+    compiling = run.guards.get("model_call")
+    if run.dynamic is True and compiling is not None:
+        for index, call in enumerate(run.calls):
+            if call.expect_reuse and call.graphs > 0 and "error" not in call.eager and _same_layouts(the_case, index, compiling):
+                reason = call.compiled.get("recompile_reason", "")
+                return Verdict(False, "recompiles", "excess-recompiles", "guard",
+                               standalone.signature("excess-recompiles", run.lane, reason), index,
+                               {"detail": f"recompiled although every guard of the graph compiled at call {compiling} holds",
+                                "recompile_reason": reason, "guards": run.guards.get("guards", [])})
+    return passed("recompiles")

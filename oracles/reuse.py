@@ -1,0 +1,44 @@
+"""Reuse-soundness oracle: a cached graph reused for new shapes must be right.
+
+This is the central dynamic-shape oracle. A call that ran a graph compiled
+for earlier shapes (no compile during the call) and got a wrong result,
+while a fresh compile at the same shapes gets it right, shows that the
+cached graph was wrong for these shapes and that its guards let the call
+through: a guard is missing or too weak.
+"""
+
+from __future__ import annotations
+
+from . import standalone
+from .registry import oracle
+from .verdict import Verdict, passed
+
+
+@oracle("reuse-soundness")
+def reuse_oracle(case, run) -> Verdict:
+    """Fails on the first reused call whose fresh-compile recheck passed.
+
+    The recheck is made by ``execute`` (oracles never compile); calls
+    without one are not this oracle's business.
+    """
+    for index, call in enumerate(run.calls):
+        if call.fresh is None or call.fresh.get("failure") is not None:
+            continue
+        failure = standalone.judge_call(call.eager, call.compiled, call.reference, run.context)
+        if failure is None:
+            continue
+        key = "reuse|" + standalone.failure_key(failure, run.output_ops)
+        evidence = {"detail": failure.get("detail", ""), "path": failure.get("path"), "reused_symptom": failure["symptom"],
+                    "purpose": call.purpose, "guard_manager_accepted": call.predicted_reuse}
+        if "error" in failure:
+            evidence["error"] = failure["error"]
+        return Verdict(
+            ok=False,
+            oracle="reuse-soundness",
+            symptom="unsound-guard",
+            stage="guard",
+            signature=standalone.signature("unsound-guard", run.lane, key),
+            call_index=index,
+            evidence=evidence,
+        )
+    return passed("reuse-soundness")
