@@ -178,6 +178,47 @@ register_lane(
     )
 )
 
+# Lanes that compile without torch.compile (oracles/runners.py). Export
+# refusing what it cannot trace, or calls outside its exported guards, is
+# not a finding: the runner marks such calls rejected (see
+# oracles/export_runner.py).
+register_lane(
+    Lane(
+        "export",
+        "export",
+        "torch.export.export (non-strict, Dim.AUTO for dims the schedule varies), then ExportedProgram.module()",
+        runner="export",
+        cheaper=("eager", "aot_eager"),
+    )
+)
+register_lane(
+    Lane(
+        "aoti",
+        "inductor",
+        "torch.export, then AOTInductor (aoti_compile_and_package, C++ on CPU) run from the loaded package",
+        codegen="cpp",
+        env=INDUCTOR_ENV,
+        config={**INDUCTOR_CONFIG, "cpu_backend": "cpp"},
+        runner="aoti",
+        cheaper=("eager", "aot_eager", "export"),
+        check=_needs_cpp_toolchain,
+    )
+)
+register_lane(
+    Lane(
+        "inductor-cudagraphs",
+        "inductor",
+        "Inductor's Triton codegen on a CUDA GPU with mode='reduce-overhead' (CUDA graphs)",
+        device="cuda",
+        codegen="triton",
+        mode="reduce-overhead",
+        env=INDUCTOR_ENV,
+        config=dict(INDUCTOR_CONFIG),
+        cheaper=("eager", "aot_eager", "inductor-triton"),
+        check=_needs_cuda,
+    )
+)
+
 
 def get_lane(name: str) -> Lane:
     if name not in LANES:
