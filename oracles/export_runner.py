@@ -18,14 +18,17 @@ findings, and the runner says so by raising ``LaneRejectedCall``, which
   unsupported feature (``Unsupported``, ``UserError``, guards on unbacked
   sizes, ops without a meta kernel);
 - the exported program's guards exclude the call: a program that branches
-  on a size is exported for the first call's path only;
+  on a size is exported for the first call's path only; or a runtime
+  assert export recorded (a ``torch._check``, an assumption about a
+  data-dependent size) fails for this call;
 - (AOTInductor only) an input is laid out differently from the first
   call's: the compiled code assumes the example inputs' strides;
 - a dim that export traced as dynamic is 0 or 1 in this call. Exported
-  programs accept such sizes at run time, but export traced them assuming
-  sizes >= 2 (even under ``backed_size_oblivious``); torch documents that
-  the result may then differ from eager ("the zero-one specialization
-  problem"), so such calls cannot be judged.
+  programs accept such sizes at run time, but export traced them for the
+  general case (sizes >= 2; under ``backed_size_oblivious``, general-case
+  semantics for 0/1 too); torch documents that the result may then differ
+  from eager ("the zero-one specialization problem"), so such calls cannot
+  be judged.
 
 One refusal is a finding, ``ExportOverSpecialized``: export's guards refuse
 a call although (1) the program never compares or branches on a size, (2)
@@ -127,14 +130,21 @@ def is_export_refusal(exc):
     return False
 
 
-def is_guard_failure(exc):
-    """Did the exported program's own input checks refuse the inputs?"""
+def is_input_guard_failure(exc):
+    """Did the exported program's input checks (its guards on input shapes) refuse the inputs?"""
     text = str(exc)
     if isinstance(exc, AssertionError) and text.startswith("Guard failed:"):
         return True  # the _guards_fn submodule of ExportedProgram.module()
-    if isinstance(exc, RuntimeError) and (text.startswith("Expected input") or "Runtime assertion failed" in text):
-        return True  # the input-constraint pre-hook, or a deferred runtime assert in the graph
-    return False
+    return isinstance(exc, RuntimeError) and text.startswith("Expected input")  # the older pre-hook
+
+
+def is_runtime_assert_failure(exc):
+    """Did a runtime assert that export recorded in the graph fail (a ``torch._check``, or an
+    assumption about a data-dependent size)? Python graphs and AOTInductor word it differently."""
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "Runtime assertion failed" in text or (text.startswith("Expected ") and "to be True but received" in text))
+
 
 
 def strip_marks(tensor):
@@ -243,13 +253,12 @@ class ExportedRunner:
         if self.refusal is not None:
             raise LaneRejectedCall(f"torch.export cannot trace this program: {self.refusal}")
         self._admit(index, args)
-        if self.artifact == "aoti":
-            return self.compiled(*args)
         try:
-            return self.module(*args)
+            return self.compiled(*args) if self.artifact == "aoti" else self.module(*args)
         except Exception as exc:  # noqa: BLE001 - reclassified below, or re-raised as is
-            if is_guard_failure(exc):  # the module's own checks (already passed in _admit)
-                self._refuse(index, exc)
+            if is_runtime_assert_failure(exc):  # input guards already passed in _admit
+                raise LaneRejectedCall(f"a runtime assert of the exported program refuses call {index}: "
+                                       f"{_first_line(exc)}") from exc
             raise
 
     def _export(self, args):
@@ -258,7 +267,7 @@ class ExportedRunner:
                 _Program(self.fn), args, dynamic_shapes=dynamic_shapes_for(self.spec, self.calls))
         except Exception as exc:  # noqa: BLE001 - refusals are data; anything else is a finding
             if is_export_refusal(exc):
-                self.refusal = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
+                self.refusal = f"{type(exc).__name__}: {_first_line(exc)}"[:500]
                 return
             raise
         self.module = self.exported.module()
@@ -281,7 +290,7 @@ class ExportedRunner:
         try:
             _check_guards(self.module, args)
         except Exception as exc:  # noqa: BLE001
-            if not is_guard_failure(exc):
+            if not is_input_guard_failure(exc):
                 raise
             self._refuse(index, exc)
 
@@ -301,7 +310,9 @@ class ExportedRunner:
                 f"{layouts[0][changed[0]]} as in the call AOTInductor compiled for")
 
     def _refuse(self, index, exc):
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        """An input guard refused call ``index``: rejected, or, when nothing in the program
+        asks for that guard, reported as over-specialization (see the module docstring)."""
+        reason = _first_line(exc)
         if self._over_specialized(index):
             raise ExportOverSpecialized(
                 f"export's guard refuses call {index}, which Dynamo admits on the same graph: {reason}\n"
@@ -366,6 +377,11 @@ class ExportedRunner:
             torch._dynamo.reset()
             counters["stats"].clear()
             counters["stats"].update(saved)
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _symbolic_input_dims(exported):
