@@ -52,7 +52,8 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
     t2 = time.perf_counter()
     calls = run.calls
     return {
-        "valid": all("error" not in c.eager for c in calls),
+        # Validity is the generator's business: planned calls may be invalid on purpose.
+        "valid": all("error" not in c.eager for c in calls if c.purpose == "drawn"),
         "compiled": not any("error" in c.compiled and "error" not in c.eager for c in calls),
         "calls": len(calls),
         "checked": sum(1 for c in calls if "error" not in c.eager and "error" not in c.compiled),
