@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--confirm-timeout", type=duration, default=300.0, help="limit for one fresh-process confirmation")
     fuzz.add_argument("--no-confirm", action="store_true", help="report candidates without re-running them in a fresh process")
     fuzz.add_argument("--quiet", action="store_true", help="no progress output")
+    fuzz.add_argument("--no-guard-planning", action="store_true",
+                      help="make only the drawn calls (no calls solved from the installed guards)")
+    fuzz.add_argument("--translation-validation", type=float, default=0.02, metavar="RATE",
+                      help="share of programs compiled under z3 translation validation (0-1; slow: default 0.02)")
 
     sub.add_parser("lanes", help="list the compile lanes and whether each can run here")
     sub.add_parser("ops", help="list the op specs the generator draws from, by family")
@@ -122,7 +126,10 @@ def cmd_fuzz(args) -> int:
         raise UsageError("--budget must be positive")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
-    gen_config = {"max_ops": args.max_ops}
+    if not 0 <= args.translation_validation <= 1:
+        raise UsageError("--translation-validation is a share between 0 and 1, e.g. 0.05")
+    gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation,
+                  "guard_planning": not args.no_guard_planning}
     if args.ops:
         from .specs import all_specs
 

@@ -89,9 +89,20 @@ def apply_hint_mode(draw: Draw, symbols: dict[str, tuple[int, ...]]) -> str:
     return mode
 
 
-def draw_config(draw: Draw) -> dict:
-    """Dynamo and ShapeEnv flags for this schedule; defaults are left out."""
+def draw_config(draw: Draw, translation_validation_rate: float = 0.0) -> dict:
+    """Dynamo and ShapeEnv flags for this schedule; defaults are left out.
+
+    ``translation_validation_rate`` is the share of schedules compiled with
+    ``torch.fx.experimental._config.translation_validation``: z3 then checks
+    that the guards Dynamo emits imply what the traced graph assumes (a
+    failure raises ValidationException, a crash finding). It makes compiles
+    30-100x slower, so it is sampled.
+    """
     config: dict[str, dict] = {}
+    if translation_validation_rate > 0:
+        per_mille = int(round(translation_validation_rate * 1000))
+        if draw(st.integers(0, 999)) < per_mille:
+            config.setdefault("fx", {})["translation_validation"] = True
     for group, flags in (("dynamo", DYNAMO_FLAGS), ("fx", FX_FLAGS)):
         for flag, choices in flags.items():
             rarity = FLAG_RARITY.get(flag, DEFAULT_RARITY)
