@@ -67,6 +67,7 @@ def judge_context(case) -> dict:
     return {
         "constrained": bool(marked or case.schedule.config),
         "demands_specialization": demands_specialization(case.program),
+        "translation_validation": bool(case.schedule.config.get("fx", {}).get("translation_validation")),
     }
 
 

@@ -426,6 +426,8 @@ def rejection(error, context):
         return None
     name = error.get("type", "").rsplit(".", 1)[-1]
     message = error.get("message", "")
+    if context.get("translation_validation") and ("Z3Exception" in message or name == "Z3Exception"):
+        return "rejected"  # the validator itself gave up (a z3 limit), not a verdict on the guards
     if name not in REJECTION_TYPES and "data-dependent" not in message:
         return None
     if name == "ConstraintViolationError" and "specialized it to be a constant" in message:
@@ -465,6 +467,16 @@ def judge_call(eager, compiled, reference=None, context=None):
 # ---------------------------------------------------------------- schedules
 
 
+def frame_count():
+    """Frames Dynamo has tried to compile in this process (-1 if unknown)."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["frames"]["total"])
+    except Exception:  # noqa: BLE001 - a counter moved in some torch version
+        return -1
+
+
 def graph_count():
     """Graphs Dynamo has compiled in this process so far (-1 if unknown)."""
     try:
@@ -490,9 +502,11 @@ def run_schedule(fn, compiled, calls, device="cpu", on_call=None, before_call=No
         args = make_compiled_args(call, device)
         if before_call is not None:
             before_call(index, args)
-        before = graph_count()
+        before, frames_before = graph_count(), frame_count()
         result = run_call(compiled, args)
         result["graphs"] = graph_count() - before if before >= 0 else -1
+        # A compile that failed adds a frame but no graph: not a reuse.
+        result["frames"] = frame_count() - frames_before if frames_before >= 0 else -1
         if index > 0 and result["graphs"] > 0:
             result["recompile_reason"] = recompile_reason(fn)
         records.append((eager, result))
@@ -529,8 +543,8 @@ REUSE_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "crash")
 
 
 def reused(result, index):
-    """Did this call run a cached graph (no compile during the call)?"""
-    return index > 0 and result.get("graphs", -1) == 0
+    """Did this call run a cached graph (no compile, not even a failed one)?"""
+    return index > 0 and result.get("graphs", -1) == 0 and result.get("frames", -1) == 0
 
 
 def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu", context=None, expect_reuse=()):
