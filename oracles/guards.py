@@ -210,6 +210,8 @@ def build_model(shape_env, inputs, compiling_shapes) -> Optional[GuardModel]:
             m = SOURCE_RE.match(getattr(src, "name", "") if not callable(getattr(src, "name", None)) else src.name())
             if m and m.group(1) in index:
                 sources.setdefault(sym, []).append((index[m.group(1)], int(m.group(2))))
+    if not sources:
+        return None  # another frame's compile (e.g. a resume function after a graph break)
     backed = [s for s in shape_env.backed_var_to_val if s in sources]
     validator = TranslationValidator()
     for sym in backed:

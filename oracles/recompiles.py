@@ -47,7 +47,9 @@ def recompiles_oracle(case, run) -> Verdict:
     compiling = run.guards.get("model_call")
     if run.dynamic is True and compiling is not None:
         for index, call in enumerate(run.calls):
-            if call.expect_reuse and call.graphs > 0 and "error" not in call.eager and _comparable(the_case, index, compiling):
+            # The program's own frame recompiled (not a resume frame after a graph break).
+            recompiled = call.compiled.get("new_entries", 0) > 0
+            if call.expect_reuse and recompiled and "error" not in call.eager and _comparable(the_case, index, compiling):
                 reason = call.compiled.get("recompile_reason", "")
                 if "stride" in reason:
                     continue

@@ -477,6 +477,20 @@ def frame_count():
         return -1
 
 
+def cache_entries(fn):
+    """How many compiled entries Dynamo holds for ``fn``'s own frame (-1 if unknown).
+
+    Graphs compiled for resume functions after a graph break are other
+    frames; only this count says whether ``fn`` itself recompiled.
+    """
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        return len(_debug_get_cache_entry_list(fn.__code__))
+    except Exception:  # noqa: BLE001 - a private API moved in some torch version
+        return -1
+
+
 def graph_count():
     """Graphs Dynamo has compiled in this process so far (-1 if unknown)."""
     try:
@@ -502,8 +516,9 @@ def run_schedule(fn, compiled, calls, device="cpu", on_call=None, before_call=No
         args = make_compiled_args(call, device)
         if before_call is not None:
             before_call(index, args)
-        before, frames_before = graph_count(), frame_count()
+        before, frames_before, entries_before = graph_count(), frame_count(), cache_entries(fn)
         result = run_call(compiled, args)
+        result["new_entries"] = cache_entries(fn) - entries_before if entries_before >= 0 else -1
         result["graphs"] = graph_count() - before if before >= 0 else -1
         # A compile that failed adds a frame but no graph: not a reuse.
         result["frames"] = frame_count() - frames_before if frames_before >= 0 else -1
@@ -565,7 +580,7 @@ def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu
                 failure = {**failure, "symptom": "unsound-guard", "stage": "guard",
                            "detail": "a reused graph was wrong; a fresh compile at these shapes is right. " + str(failure.get("detail", ""))}
         return failure, key
-    if index in expect_reuse and result.get("graphs", 0) > 0:
+    if index in expect_reuse and result.get("new_entries", 0) > 0:
         reason = result.get("recompile_reason", "")
         return {"symptom": "excess-recompiles", "stage": "guard",
                 "detail": "recompiled although every guard of the cached graph holds: " + reason}, reason

@@ -150,6 +150,7 @@ def test_excess_recompile_is_reported_when_every_guard_holds():
     # Same schedule, with a recompile forced at the first planned reuse call.
     first = reuse_calls[0]
     run.calls[first].compiled["graphs"] = 1
+    run.calls[first].compiled["new_entries"] = 1
     run.calls[first].compiled["recompile_reason"] = "0/0: forced"
     verdict = recompiles_oracle(run.case, run)
     assert not verdict.ok and verdict.symptom == "excess-recompiles" and verdict.call_index == first
