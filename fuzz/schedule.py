@@ -101,12 +101,12 @@ def draw_config(draw: Draw, translation_validation_rate: float = 0.0) -> dict:
     config: dict[str, dict] = {}
     if translation_validation_rate > 0:
         per_mille = int(round(translation_validation_rate * 1000))
-        if draw(st.integers(0, 999)) < per_mille:
+        if draw(st.integers(0, 999)) >= 1000 - per_mille:  # shrinks toward "off"
             config.setdefault("fx", {})["translation_validation"] = True
     for group, flags in (("dynamo", DYNAMO_FLAGS), ("fx", FX_FLAGS)):
         for flag, choices in flags.items():
             rarity = FLAG_RARITY.get(flag, DEFAULT_RARITY)
-            if draw(st.integers(0, rarity - 1)) == 0:
+            if draw(st.integers(0, rarity - 1)) == rarity - 1:  # shrinks toward the default
                 config.setdefault(group, {})[flag] = choices[1]
     return config
 
@@ -120,7 +120,7 @@ def draw_marks(draw: Draw, inputs, values: dict[str, tuple[int, ...]]) -> list[d
     documented behaviour, not a finding.
     """
     out: list[dict] = []
-    if draw(st.integers(0, 2)) != 0:  # most schedules mark nothing
+    if draw(st.integers(0, 2)) != 2:  # most schedules mark nothing (and shrink to none)
         return [{} for _ in inputs]
     for inp in inputs:
         marks = {}
@@ -131,7 +131,7 @@ def draw_marks(draw: Draw, inputs, values: dict[str, tuple[int, ...]]) -> list[d
             if kind == "auto":
                 continue
             mark = {"mark": kind}
-            if kind == "dynamic" and draw(st.integers(0, 2)) == 0:
+            if kind == "dynamic" and draw(st.integers(0, 2)) == 2:
                 # A range that holds every call of the schedule.
                 mark["min"] = max(2, min(values[sym]))
                 mark["max"] = max(values[sym]) + draw(st.sampled_from([0, 8, 64]))

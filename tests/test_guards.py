@@ -154,3 +154,20 @@ def test_excess_recompile_is_reported_when_every_guard_holds():
     run.calls[first].compiled["recompile_reason"] = "0/0: forced"
     verdict = recompiles_oracle(run.case, run)
     assert not verdict.ok and verdict.symptom == "excess-recompiles" and verdict.call_index == first
+
+
+def test_schedule_knobs_shrink_with_the_case():
+    """Marks and config flags are drawn through Hypothesis: a case that needs
+    a mark_dynamic shrinks to the smallest program and schedule that has one."""
+    from hypothesis import HealthCheck, find, settings
+
+    from fuzz.generate import GenConfig, cases
+
+    def has_dynamic_mark(case):
+        return any(m.get("mark") == "dynamic" for call in case.schedule.calls for a in call.args for m in a.marks.values())
+
+    smallest = find(cases(GenConfig(max_ops=2)), has_dynamic_mark,
+                    settings=settings(max_examples=400, database=None, suppress_health_check=list(HealthCheck)))
+    marks = [m for a in smallest.schedule.calls[0].args for m in a.marks.values()]
+    assert marks == [{"mark": "dynamic"}]  # one mark, no min/max
+    assert smallest.schedule.config == {} and len(smallest.program.body) <= 1
