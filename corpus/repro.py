@@ -5,11 +5,17 @@ the compile call, and the same judging code the campaign used (inlined from
 ``oracles.standalone``). It exits 1 while the bug is present, 0 once fixed,
 2 if it cannot run at all (e.g. eager rejects every call), and its last line
 is ``SYMFUZZ-RESULT {json}`` for tools.
+
+A ``fake-real-mismatch`` finding (the symbolic-metadata oracle) gets a script
+that compiles nothing (``SYMBOLIC_TEMPLATE``): it inlines
+``oracles.symbolic_trace`` and judges the calls against one symbolic trace,
+as the oracle did.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 ORACLES_DIR = Path(__file__).resolve().parent.parent / "oracles"
@@ -103,6 +109,92 @@ if __name__ == "__main__":
 '''
 
 
+# fake-real-mismatch findings (the symbolic-metadata oracle): nothing is compiled.
+# The script traces the program once with symbolic fake tensors and judges every
+# call against that trace, with oracles/symbolic_trace.py inlined.
+SYMBOLIC_TEMPLATE = '''#!/usr/bin/env python
+"""symfuzz repro: {headline}
+
+Oracle: symbolic-metadata (found on lane {lane_name}; the check does not depend on the lane).
+Nothing is compiled: the program is traced once with FakeTensor + ShapeEnv symbolic
+sizes (hinted by the first call), and the trace's sizes, strides and dtypes,
+evaluated at each call's input sizes, are compared with what eager produced on
+that call, as the compiler's fake-tensor propagation would promise them.
+Found with torch {torch_version}. Run it with plain `python repro.py`:
+exit 1 while the bug is present, 0 once it is fixed, 2 if nothing can be judged.
+"""
+import json
+import sys
+
+import math
+import torch
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------- the program
+{source}
+# The same program as the symbolic trace loads it: with `max`, `min` and
+# `divmod` on sizes traced the way Dynamo traces them.
+PROGRAM_SOURCE = {source_literal}
+PROGRAM_PRELUDE = {prelude!r}
+# ---------------------------------------------------------------- the calls, in order
+# Each call rebuilds its inputs from a seed: shape, dtype, layout, value seed.
+CALLS = json.loads(r"""
+{calls}
+""")
+OUTPUT_OPS = {output_ops}
+DEVICE = {device!r}
+EXPECTED_SIGNATURE = {signature!r}
+# The schedule's flags (of these, the trace honours fx.use_duck_shape only).
+COMPILE_CONFIG = {compile_config}
+# Leaves whose strides torch promises (views, fresh tensors, final input states):
+# they must match eager's at every comparable call; other leaves only where
+# they matched at their first comparison.
+STRIDE_PATHS = {stride_paths}
+
+
+def main():
+    print("torch", torch.__version__, "| python", sys.version.split()[0])
+    try:
+        trace = trace_symbolic(PROGRAM_SOURCE, CALLS[0], COMPILE_CONFIG, prelude=PROGRAM_PRELUDE)
+    except TraceFailed as exc:
+        print("the program cannot be traced with symbolic sizes:", exc)
+        print("SYMFUZZ-RESULT " + json.dumps({{"ok": None, "reason": "symbolic trace failed"}}))
+        return 2
+    judgement = judge_calls(trace, fn, CALLS, lambda index, call: run_call(fn, make_args(call, DEVICE)),
+                            STRIDE_PATHS, OUTPUT_OPS)
+    last = judgement.index if judgement.index is not None else len(CALLS) - 1
+    for index in range(last + 1):
+        if index in judgement.skipped:
+            print(f"call {{index}}: not comparable ({{judgement.skipped[index]}})")
+        elif index != judgement.index:
+            print(f"call {{index}}: ok")
+    if judgement.mismatch is not None:
+        evidence = judgement.evidence(CALLS)
+        print(f"call {{judgement.index}}: fake-real-mismatch (dynamo)")
+        print(evidence["detail"])
+        print("bindings:", evidence["bindings"], "| hint sizes:", evidence["hint_sizes"],
+              "| this call's sizes:", evidence["call_sizes"])
+        print("SYMFUZZ-RESULT " + json.dumps({{"ok": False, "signature": judgement.signature, "call": judgement.index,
+                                              "symptom": "fake-real-mismatch"}}))
+        return {exit_reproduced}
+    if not judgement.compared:
+        print("SYMFUZZ-RESULT " + json.dumps({{"ok": None, "reason": "no call is comparable with the trace"}}))
+        return 2
+    print("SYMFUZZ-RESULT " + json.dumps({{"ok": True}}))
+    return {exit_fixed}
+
+
+# ---------------------------------------------------------------- symfuzz helpers
+# Inlined from symfuzz's oracles/standalone.py and oracles/symbolic_trace.py
+# so that this script needs only torch.
+{standalone}
+{symbolic_trace}
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
 def _strip_module_docstring(text: str) -> str:
     if text.startswith('"""'):
         end = text.index('"""', 3)
@@ -116,10 +208,48 @@ def _judge_context(case) -> dict:
     return judge_context(case)
 
 
+def _inline_symbolic_trace() -> str:
+    """oracles/symbolic_trace.py without its docstring and its one import of
+    standalone's names (the inlined standalone.py defines them)."""
+    text = _strip_module_docstring((ORACLES_DIR / "symbolic_trace.py").read_text())
+    text, n = re.subn(r"^from \.standalone import [^\n]*\n", "", text, flags=re.MULTILINE)
+    if n != 1 or re.search(r"^\s*(from\s+\.|(from|import)\s+(oracles|fuzz|corpus)\b)", text, re.MULTILINE):
+        raise RuntimeError("oracles/symbolic_trace.py must import only stdlib, torch, sympy and standalone's names")
+    return text
+
+
+def _render_symbolic_repro(finding, case) -> str:
+    from oracles.execute import PROGRAM_GLOBALS_SOURCE
+    from oracles.symbolic_meta import stride_paths
+
+    verdict = finding.verdict
+    lane = finding.lane
+    return SYMBOLIC_TEMPLATE.format(
+        headline=f"{verdict['symptom']} ({verdict.get('stage')}) [{verdict['signature']}]",
+        lane_name=lane["name"],
+        torch_version=finding.environment.get("torch"),
+        source=case.source,
+        source_literal=repr(case.source),
+        prelude=PROGRAM_GLOBALS_SOURCE,
+        calls=json.dumps([c.to_json() for c in case.schedule.calls], indent=1),
+        output_ops=json.dumps(case.output_ops()),
+        device=lane.get("device", "cpu"),
+        signature=verdict["signature"],
+        compile_config=repr(case.schedule.config),
+        stride_paths=repr(sorted(stride_paths(case.program))),
+        exit_reproduced=EXIT_REPRODUCED,
+        exit_fixed=EXIT_FIXED,
+        standalone=_strip_module_docstring((ORACLES_DIR / "standalone.py").read_text()),
+        symbolic_trace=_inline_symbolic_trace(),
+    )
+
+
 def render_repro(finding) -> str:
     from fuzz.case import Case
 
     case = Case.from_json(finding.case)
+    if finding.verdict.get("symptom") == "fake-real-mismatch":
+        return _render_symbolic_repro(finding, case)
     lane = finding.lane
     verdict = finding.verdict
     env_lines = "\n".join(f"os.environ[{k!r}] = {v!r}" for k, v in sorted((lane.get("env") or {}).items())) or "pass"

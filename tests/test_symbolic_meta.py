@@ -347,3 +347,76 @@ def test_no_findings_on_100_generated_cases_on_unmodified_torch():
             compared += len(v.evidence["compared_calls"])
     assert failures == []
     assert compared >= 100 and untraced <= 20  # the oracle really judged something
+
+
+# ---------------------------------------------------------------- repro scripts
+
+
+# A sitecustomize that plants rounds_dim0_down_to_even (the same function, its
+# source copied) in every Python process started with its folder on PYTHONPATH.
+PLANT_SITECUSTOMIZE = '''import torch
+from torch._decomp import decomposition_table
+
+{source}
+
+_table_key = torch.ops.aten.new_zeros.default
+decomposition_table[_table_key] = rounds_dim0_down_to_even(decomposition_table[_table_key])
+'''
+
+
+def _run_script(script, pythonpath=None):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run([sys.executable, str(script)], cwd=script.parent, env=env, capture_output=True, check=False,
+                          text=True, timeout=300)
+
+
+def test_repro_of_a_fake_real_mismatch_runs_the_symbolic_check_standalone(fake_impl, tmp_path):
+    import inspect
+    import json
+    import re
+    import sys
+
+    from corpus.finding import Finding
+    from corpus.replay import replay_finding
+    from corpus.repro import render_repro
+
+    fake_impl(rounds_dim0_down_to_even)
+    case = new_zeros_case((4, 6, 7, 8))
+    run = eager_run(case)
+    v = symbolic_metadata_oracle(case, run)
+    assert not v.ok and v.call_index == 2
+    finding = Finding(case=(run.case or case).to_json(), verdict=v.to_json(), lane=lanes.get_lane("eager").to_json())
+
+    source = render_repro(finding)
+    imports = {i.split(".")[0] for i in re.findall(r"^\s*(?:import|from)\s+([\w.]+)", source, re.MULTILINE)}
+    assert imports <= set(sys.stdlib_module_names) | {"torch", "sympy"}, imports
+    assert not re.search(r"^\s*from\s+\.", source, re.MULTILINE)  # no relative imports survive inlining
+    assert "torch.compile" not in source and "def trace_symbolic(" in source and "def fn(" in source
+    script = tmp_path / "repro" / "repro.py"
+    script.parent.mkdir()
+    script.write_text(source)
+
+    plant = tmp_path / "plant"
+    plant.mkdir()
+    (plant / "sitecustomize.py").write_text(
+        PLANT_SITECUSTOMIZE.format(source=inspect.getsource(rounds_dim0_down_to_even)))
+
+    planted = _run_script(script, plant)
+    assert planted.returncode == 1, planted.stdout[-3000:] + planted.stderr[-3000:]
+    result = json.loads(planted.stdout.strip().splitlines()[-1].removeprefix("SYMFUZZ-RESULT "))
+    assert result == {"ok": False, "signature": v.signature, "call": 2, "symptom": "fake-real-mismatch"}
+    assert v.evidence["detail"] in planted.stdout
+
+    fixed = _run_script(script)  # unpatched torch: the trace agrees with eager everywhere
+    assert fixed.returncode == 0, fixed.stdout[-3000:] + fixed.stderr[-3000:]
+    assert fixed.stdout.strip().endswith('SYMFUZZ-RESULT {"ok": true}')
+
+    # Campaign confirmation compares the script's signature with the finding's.
+    outcome = replay_finding(finding, timeout=300, env_extra={"PYTHONPATH": str(plant)})
+    assert outcome.status == "reproduced" and outcome.signature == v.signature, outcome.output_tail
