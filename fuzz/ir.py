@@ -2,7 +2,7 @@
 
 A Program renders deterministically to the source of a plain Python function
 named ``fn``. That source is what users read and what repro scripts contain,
-and it is also what the generator evaluates (on meta tensors) to check
+and it is also what the generator evaluates (on each call's inputs) to check
 validity, so the rendered text is the single source of truth for semantics.
 
 Everything here is JSON-serializable through ``to_json``/``from_json`` so a
@@ -11,10 +11,13 @@ finding written today replays with next year's version.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-IR_VERSION = 1
+# v2 added CheckNode, GraphBreakNode, ExprNode and CondNode. A program that
+# uses none of them is still written as v1, so older readers replay it.
+IR_VERSION = 2
 
 # The names a rendered program may use besides its own values.
 PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
@@ -75,7 +78,80 @@ class EffectNode:
     params: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
-Node = Union[OpNode, SizeNode, BranchNode, EffectNode]
+@dataclass(frozen=True)
+class CheckNode:
+    """A statement that states a fact about sizes (IR v2).
+
+    ``form`` is "assert" (``assert cond``), "check" (``torch._check(cond)``)
+    or "check_is_size" (``torch._check_is_size(cond)``, ``cond`` an int).
+    The generator only emits facts that hold at every call of the schedule.
+    """
+
+    form: str
+    cond: str
+
+
+CHECK_FORMS = {
+    "assert": "assert {}",
+    "check": "torch._check({})",
+    "check_is_size": "torch._check_is_size({})",
+}
+
+
+@dataclass(frozen=True)
+class GraphBreakNode:
+    """``torch._dynamo.graph_break()`` (IR v2): splits the compiled graph;
+    a no-op when not compiling."""
+
+
+@dataclass(frozen=True)
+class ExprNode:
+    """``out = expr`` (IR v2): a tensor from an expression that mixes values
+    with size-level Python, e.g. ``x0 / math.sqrt(x0.shape[-1])``."""
+
+    out: str
+    expr: str
+
+
+@dataclass(frozen=True)
+class CondNode:
+    """``out = torch.cond(pred, true_fn, false_fn, operands)`` (IR v2).
+
+    ``then``/``orelse`` are expressions of the branch parameters ``a0``,
+    ``a1``... (bound to ``operands`` in order); both must give tensors of
+    the same shape, dtype and strides. ``style`` "lambda" renders the
+    branches inline, "def" as nested functions before the call.
+    """
+
+    out: str
+    pred: str
+    operands: tuple[str, ...]
+    then: str
+    orelse: str
+    style: str = "lambda"
+
+
+Node = Union[OpNode, SizeNode, BranchNode, EffectNode, CheckNode, GraphBreakNode, ExprNode, CondNode]
+V1_NODES = (OpNode, SizeNode, BranchNode, EffectNode)
+
+
+def node_reads(node: Node) -> set[str]:
+    """Names (values, sizes) a node's source mentions, except its own output."""
+    if isinstance(node, (OpNode, EffectNode)):
+        text = " ".join(node.args) + " " + " ".join(str(v) for v in node.params.values())
+    elif isinstance(node, SizeNode):
+        text = node.expr
+    elif isinstance(node, BranchNode):
+        text = f"{node.cond} {node.then} {node.orelse}"
+    elif isinstance(node, CheckNode):
+        text = node.cond
+    elif isinstance(node, ExprNode):
+        text = node.expr
+    elif isinstance(node, CondNode):
+        text = f"{node.pred} {' '.join(node.operands)}"
+    else:
+        text = ""
+    return set(re.findall(r"[A-Za-z_]\w*", text)) - {getattr(node, "out", None)}
 
 
 @dataclass(frozen=True)
@@ -97,9 +173,13 @@ class Program:
         lines.append(f"    return ({outs},)" if len(self.outputs) == 1 else f"    return ({outs})")
         return "\n".join(lines) + "\n"
 
+    def ir_version(self) -> int:
+        """The oldest IR version that can express this program."""
+        return 1 if all(isinstance(n, V1_NODES) for n in self.body) else IR_VERSION
+
     def to_json(self) -> dict:
         return {
-            "ir_version": IR_VERSION,
+            "ir_version": self.ir_version(),
             "inputs": [{"name": i.name, "dtype": i.dtype, "dims": list(i.dims)} for i in self.inputs],
             "body": [_node_to_json(n) for n in self.body],
             "outputs": list(self.outputs),
@@ -123,7 +203,10 @@ def render_node(node: Node) -> list[str]:
     from .specs import get_spec
 
     if isinstance(node, OpNode):
-        return [f"{node.out} = {get_spec(node.op).render(node.args, node.params)}"]
+        # A spec's template may put statements before the expression (one per
+        # line, e.g. ``torch._check`` hints); ``{out}`` names its helpers.
+        *before, expr = get_spec(node.op).render(node.args, {"out": node.out, **node.params}).split("\n")
+        return before + [f"{node.out} = {expr}"]
     if isinstance(node, EffectNode):
         return [get_spec(node.op).render(node.args, node.params)]
     if isinstance(node, SizeNode):
@@ -135,10 +218,37 @@ def render_node(node: Node) -> list[str]:
             "else:",
             f"    {node.out} = {node.orelse}",
         ]
+    if isinstance(node, CheckNode):
+        return [CHECK_FORMS[node.form].format(node.cond)]
+    if isinstance(node, GraphBreakNode):
+        return ["torch._dynamo.graph_break()"]
+    if isinstance(node, ExprNode):
+        return [f"{node.out} = {node.expr}"]
+    if isinstance(node, CondNode):
+        params = ", ".join(f"a{i}" for i in range(len(node.operands)))
+        operands = f"({node.operands[0]},)" if len(node.operands) == 1 else f"({', '.join(node.operands)})"
+        if node.style == "def":
+            return [
+                f"def {node.out}_true({params}):",
+                f"    return {node.then}",
+                f"def {node.out}_false({params}):",
+                f"    return {node.orelse}",
+                f"{node.out} = torch.cond({node.pred}, {node.out}_true, {node.out}_false, {operands})",
+            ]
+        return [f"{node.out} = torch.cond({node.pred}, lambda {params}: {node.then}, lambda {params}: {node.orelse}, {operands})"]
     raise TypeError(f"not a program node: {node!r}")
 
 
-_NODE_KINDS = {"op": OpNode, "size": SizeNode, "branch": BranchNode, "effect": EffectNode}
+_NODE_KINDS = {
+    "op": OpNode,
+    "size": SizeNode,
+    "branch": BranchNode,
+    "effect": EffectNode,
+    "check": CheckNode,
+    "graph_break": GraphBreakNode,
+    "expr": ExprNode,
+    "cond": CondNode,
+}
 _KIND_OF = {v: k for k, v in _NODE_KINDS.items()}
 
 
@@ -153,6 +263,7 @@ def _node_to_json(node: Node) -> dict:
 def _node_from_json(data: dict) -> Node:
     data = dict(data)
     cls = _NODE_KINDS[data.pop("kind")]
-    if "args" in data:
-        data["args"] = tuple(data["args"])
+    for name in ("args", "operands"):
+        if name in data:
+            data[name] = tuple(data[name])
     return cls(**data)

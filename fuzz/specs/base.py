@@ -4,9 +4,11 @@ A spec is declarative: which operands it accepts (dtype kinds, ranks, how
 later operands relate to the first), how to draw its parameters, how it
 renders to source, and how its output shape follows from its inputs. The
 generator checks every drawn statement by evaluating its rendered source on
-meta tensors in every "world" (one per call of the schedule), so a spec
-never needs to be exact about validity; ``shape`` is cross-checked against
-those meta results by the unit tests.
+the tensors of every "world" (one per call of the schedule: the call's own
+seeded CPU inputs), so a spec never needs to be exact about validity;
+``shape`` is cross-checked against those results by the unit tests. Ops
+whose output shape depends on values (the data-dependent family) declare no
+``shape`` rule.
 """
 
 from __future__ import annotations
@@ -74,8 +76,9 @@ class ParamContext:
     returns Python source for that size (hoisting ``n = x.size(d)`` into the
     program as size-level code when the generator chooses to), and
     ``size_vars`` maps existing int variables to their per-world values, and
-    ``world_values(name)`` gives a value's meta tensor in every world (for
-    checks meta execution does not make, such as overlapping writes).
+    ``world_values(name)`` gives a value's tensor in every world (the
+    seeded CPU values the calls will see; for checks a plain run would not
+    make before mutating, such as overlapping writes).
     """
 
     def __init__(self, draw, operands: Sequence[Operand], size_ref, size_vars, world_values=lambda name: []):
@@ -103,9 +106,17 @@ class OpSpec:
         broadcastable shape), "same" (the same shape), "scalar-ok" (broadcast,
         or a Python number), or a callable giving the required per-world shape.
     shape: output shape from operand shapes (one world) and params; None for
-        statements that only mutate.
+        statements that only mutate, and for ops whose output shape depends
+        on values (nonzero, unique...), which no shape rule can predict.
     effect: True for in-place statements (rendered without assignment).
     needs_nonempty: operand dims that must be nonzero in every world.
+    value_sized: True when the output's sizes come from the operand's
+        *values* (nonzero, unique, a size read with ``.item()``): compiled,
+        they are unbacked symbols, which size-level Python must not branch on.
+    dynamo_config: ``torch._dynamo.config`` flags a program using this op
+        needs to be compiled without a graph break, e.g.
+        ``{"capture_scalar_outputs": True}`` for ``.item()``; a schedule sets
+        the union over its program's ops (``specs.required_dynamo_config``).
     """
 
     name: str
@@ -122,6 +133,8 @@ class OpSpec:
     effect: bool = False
     weight: float = 1.0
     nonempty: bool = False
+    value_sized: bool = False
+    dynamo_config: dict = field(default_factory=dict, compare=False)
     notes: str = field(default="", compare=False)
 
     def accepts(self, operand: Operand) -> bool:
