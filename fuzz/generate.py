@@ -28,7 +28,7 @@ import copy
 import math
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import hypothesis.strategies as st
@@ -38,6 +38,7 @@ import torch.nn.functional as torch_F
 from oracles.standalone import make_arg
 
 from .case import ArgSpec, Call, Case, Schedule
+from .schedule import apply_hint_mode, draw_config, draw_marks
 from .ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program,
                  SizeNode, node_reads, render_node)
 from .specs import all_specs
@@ -66,6 +67,14 @@ class GenConfig:
     max_inputs: int = 3
     dynamic_choices: tuple = (None, True)
     ops: Optional[tuple[str, ...]] = None  # restrict to these spec names
+    # Unrepresentative first sizes, dynamism marks and config flags
+    # (fuzz/schedule.py). Off gives plain schedules: automatic dynamic only.
+    schedule_knobs: bool = True
+    # After the drawn calls, add calls solved from the installed guards
+    # (oracles/guards.py). Read by the worker, not by the generator.
+    guard_planning: bool = True
+    # Share of schedules compiled under z3 translation validation (slow).
+    translation_validation_rate: float = 0.02
 
 
 def weighted(draw: Draw, pairs):
@@ -682,6 +691,7 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
     symbols: dict[str, tuple[int, ...]] = {}
     for i in range(n_symbols):
         symbols[f"s{i}"] = tuple(weighted(draw, SIZE_WEIGHTS) for _ in range(n_calls))
+    hint_mode = apply_hint_mode(draw, symbols) if config.schedule_knobs else "none"
     _make_calls_differ(symbols, n_calls)
     dynamic = draw(st.sampled_from(list(config.dynamic_choices)))
 
@@ -722,10 +732,28 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
         made += ok and not isinstance(b.body[-1], (SizeNode, CheckNode, GraphBreakNode))
 
     program = Program(tuple(b.inputs), tuple(b.body), tuple(choose_outputs(b)))
+    marks = draw_marks(draw, b.inputs, symbols) if config.schedule_knobs else [{} for _ in b.inputs]
+    schedule_config = draw_config(draw, config.translation_validation_rate) if config.schedule_knobs else {}
+    _merge_required_config(schedule_config, program)
     calls = tuple(
-        Call(tuple(b.arg_specs[w]), {name: values[w] for name, values in symbols.items()}) for w in range(n_calls)
+        Call(
+            tuple(replace(spec, marks=dict(marks[i])) for i, spec in enumerate(b.arg_specs[w])),
+            {name: values[w] for name, values in symbols.items()},
+        )
+        for w in range(n_calls)
     )
-    return Case(program, Schedule(dynamic, calls)), b
+    origin = {"hint_mode": hint_mode} if hint_mode != "none" else {}
+    return Case(program, Schedule(dynamic, calls, schedule_config), origin), b
+
+
+def _merge_required_config(schedule_config: dict, program: Program) -> None:
+    """Flags the program's ops need (e.g. capturing data-dependent sizes)."""
+    try:
+        from .specs import required_dynamo_config
+    except ImportError:  # no op family needs any flag
+        return
+    for flag, value in required_dynamo_config(program).items():
+        schedule_config.setdefault("dynamo", {})[flag] = value
 
 
 MAX_OUTPUTS = 4
