@@ -91,7 +91,7 @@ class Case:
 
     def output_ops(self) -> list[str]:
         """For each returned value, the op that produced it ("input" for inputs)."""
-        from .ir import BranchNode, OpNode
+        from .ir import BranchNode, CondNode, ExprNode, OpNode
 
         producer: dict[str, str] = {}
         for node in self.program.body:
@@ -99,4 +99,8 @@ class Case:
                 producer[node.out] = node.op
             elif isinstance(node, BranchNode):
                 producer[node.out] = "branch"
+            elif isinstance(node, CondNode):
+                producer[node.out] = "cond"
+            elif isinstance(node, ExprNode):
+                producer[node.out] = "expr"
         return [producer.get(name, "input") for name in self.program.outputs]

@@ -51,13 +51,9 @@ MARK_WEIGHTS = [("auto", 6), ("dynamic", 4), ("maybe_dynamic", 2), ("static", 2)
 
 
 def _weighted(draw: Draw, pairs):
-    total = sum(w for _, w in pairs)
-    ticket = draw(st.integers(0, total - 1))
-    for value, w in pairs:
-        if ticket < w:
-            return value
-        ticket -= w
-    raise AssertionError("unreachable")
+    from .generate import weighted  # generate imports this module: import at call time
+
+    return weighted(draw, pairs)
 
 
 def apply_hint_mode(draw: Draw, symbols: dict[str, tuple[int, ...]]) -> str:
