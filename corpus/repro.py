@@ -269,7 +269,11 @@ def render_repro(finding) -> str:
     if lane.get("mode"):
         compile_args += f", mode={lane['mode']!r}"
     make_compiled = f"torch.compile(fn, {compile_args})"
-    fresh_compile = f"lambda: {make_compiled}"
+    # The fresh recheck of a failing reused call compiles with dynamic=True: the
+    # reused graph was symbolic, and a static fresh compile would hide a
+    # dynamic-shape kernel bug behind an "unsound guard" (oracles/execute.py).
+    fresh_args = f"backend={lane['backend']!r}, dynamic=True" + (f", mode={lane['mode']!r}" if lane.get("mode") else "")
+    fresh_compile = f"lambda: torch.compile(fn, {fresh_args})"
     how = f"torch.compile(dynamic={case.schedule.dynamic!r})"
     if lane.get("runner"):
         # torch.export lanes: the runner (oracles/export_runner.py, inlined) exports at the

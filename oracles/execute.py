@@ -66,9 +66,27 @@ def judge_context(case) -> dict:
     marked = any(arg.marks for call in case.schedule.calls for arg in call.args)
     return {
         "constrained": bool(marked or case.schedule.config),
-        "demands_specialization": demands_specialization(case.program),
+        # Specialization is demanded by the program's own size comparisons, and
+        # also by marks that leave a tied dim (same program symbol) unmarked:
+        # it is then static, and the marked dim must equal it.
+        "demands_specialization": demands_specialization(case.program) or not _marks_cover_tied_dims(case),
         "translation_validation": bool(case.schedule.config.get("fx", {}).get("translation_validation")),
     }
+
+
+def _marks_cover_tied_dims(case) -> bool:
+    """Is every dim tied to a dim marked dynamic also marked dynamic?"""
+    by_symbol: dict = {}
+    for a, inp in enumerate(case.program.inputs):
+        for d, sym in enumerate(inp.dims):
+            if not isinstance(sym, int):
+                by_symbol.setdefault(sym, []).append((a, d))
+    for call in case.schedule.calls:
+        for members in by_symbol.values():
+            kinds = {call.args[a].marks.get(d, {}).get("mark", "auto") for a, d in members if a < len(call.args)}
+            if "dynamic" in kinds and kinds != {"dynamic"}:
+                return False
+    return True
 
 
 def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = None) -> Run:
@@ -184,9 +202,10 @@ def _latest_model(recorder, case, n_calls):
     from .guards import build_model
 
     shapes = [[a.shape for a in call.args] for call in case.schedule.calls]
+    own_frame = recorder.compiles[0].frame_id if recorder.compiles else None
     for record in reversed(recorder.compiles):
-        if not record.symbolic or record.call_index >= n_calls:
-            continue
+        if not record.symbolic or record.call_index >= n_calls or record.frame_id != own_frame:
+            continue  # resume functions after a graph break are other frames
         try:
             model = build_model(record.shape_env, case.program.inputs, shapes[record.call_index])
         except Exception:  # noqa: BLE001 - guards we cannot read: no planning
@@ -263,7 +282,7 @@ def _recheck_reused_failures(run: Run, fn, case, lane: Lane) -> None:
                 restore = standalone.set_compile_config(case.schedule.config)
                 try:
                     fresh = standalone.fresh_recheck(
-                        fn, lambda: torch.compile(fn, **lane.compile_kwargs(case.schedule.dynamic)),
+                        fn, lambda: torch.compile(fn, **lane.compile_kwargs(True)),
                         case.schedule.calls[index].to_json(), lane.device, run.context)
                 finally:
                     restore()

@@ -30,7 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 SOURCE_RE = re.compile(r"^L\['(\w+)'\]\.size\(\)\[(\d+)\]$")
-SOLVER_TIMEOUT_MS = 2000
+# z3 work limits. Resource limits (rlimit) rather than wall-clock timeouts
+# keep the planned calls a function of the case, not of machine load; the
+# timeout is only a safety net.
+SOLVER_RLIMIT = 3_000_000
+IMPLIED_RLIMIT = 600_000
+SOLVER_TIMEOUT_MS = 20000
 MAX_REGIONS = 32
 MAX_SIZE = 64
 MAX_NUMEL = 1 << 16
@@ -47,6 +52,7 @@ class CompileRecord:
     shape_env: Any
     graph_code: str
     symbolic: bool
+    frame_id: Optional[int] = None  # Dynamo's frame; resume functions get their own
 
 
 class GuardRecorder:
@@ -69,7 +75,9 @@ class GuardRecorder:
         shape_env = getattr(fake_mode, "shape_env", None)
         symbolic = bool(shape_env is not None and shape_env.backed_var_to_val)
         code = re.sub(r"\b[su]\d+\b", "s?", gm.code)
-        self.compiles.append(CompileRecord(self.call_index, shape_env, code, symbolic))
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        frame_id = getattr(compile_id, "frame_id", None)
+        self.compiles.append(CompileRecord(self.call_index, shape_env, code, symbolic, frame_id))
         return self.inner(gm, example_inputs)
 
 
@@ -139,6 +147,7 @@ class GuardModel:
 
         solver = z3.Solver()
         solver.set("timeout", SOLVER_TIMEOUT_MS)
+        solver.set("rlimit", SOLVER_RLIMIT)
         solver.add(*self.domain())
         return solver
 
@@ -305,7 +314,7 @@ def _irredundant(model: GuardModel, items: list[Item]) -> list[Item]:
             continue
         others = [i.expr for i in kept if i is not item]
         solver = model.solver()
-        solver.set("timeout", 500)
+        solver.set("rlimit", IMPLIED_RLIMIT)
         solver.add(*[v.expr for v in model.validity], *others, z3.Not(item.expr))
         if solver.check() == z3.unsat:
             kept.remove(item)
@@ -378,7 +387,9 @@ def plan_calls(model: GuardModel, previous: list[list[tuple[int, ...]]], budget:
             return False
         budget[purpose] -= 1
         region = model.region_of(shapes)
-        planned.append(PlannedCall(shapes, label, all(region) and model.valid(shapes), region))
+        # Guards z3 could not take are real guards the model lacks: no promise of reuse then.
+        expect = all(region) and model.valid(shapes) and not model.untranslated
+        planned.append(PlannedCall(shapes, label, expect, region))
         seen.append(tuple(shapes))
         return True
 

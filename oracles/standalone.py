@@ -430,6 +430,8 @@ def rejection(error, context):
         return "rejected"  # the validator itself gave up (a z3 limit), not a verdict on the guards
     if name not in REJECTION_TYPES and "data-dependent" not in message:
         return None
+    if error.get("stage") not in ("dynamo", "runtime", "guard"):
+        return None  # raised while AOTAutograd or Inductor compiled: a crash like any other
     if name == "ConstraintViolationError" and "specialized it to be a constant" in message:
         if not context.get("demands_specialization", True):
             return "over-specialization"
@@ -551,6 +553,10 @@ def fresh_recheck(fn, compile_fn, call, device="cpu", context=None):
     torch._dynamo.reset()
     eager = run_call(fn, make_args(call, device))
     result = run_call(compile_fn(), make_compiled_args(call, device))
+    if "error" in result:
+        # The fresh compile must actually return to vouch for the shapes;
+        # a refusal (e.g. of a mark) is not "right".
+        return {"symptom": "crash", "stage": result["error"]["stage"], "error": result["error"]}
     return judge_call(eager, result, lambda: reference_output(fn, call, device), context)
 
 

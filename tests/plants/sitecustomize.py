@@ -125,10 +125,12 @@ _SIZE = r"L\['\w+'\]\.size\(\)\[\d+\]"
 
 
 def plant_dropped_comparison_guard():
-    """A dropped guard: the guards that a size comparison in user code
-    installs (``if x.size(0) > 4`` gives ``5 <= L['x'].size()[0]``; ``< k``
-    gives an upper bound) are not checked. The graph, specialized to one
-    side of the comparison, is reused for sizes on the other side."""
+    """A dropped guard: the lower bound that a size comparison in user code
+    installs (``if x.size(0) > 4`` gives ``5 <= L['x'].size()[0]``) is not
+    checked, so the graph, specialized to that side of the comparison, is
+    reused for sizes on the other side. (Upper bounds from ``< k`` print as
+    one conjunct with the 0/1 bound, ``2 <= size and size <= k``; this plant
+    leaves those alone.)"""
     import re
 
     bound = re.compile(rf"^(\d+) <= {_SIZE}$|^{_SIZE} <= (\d+)$|^{_SIZE} [<>]=? \d+$|^\d+ [<>]=? {_SIZE}$")
@@ -146,7 +148,8 @@ def plant_dropped_comparison_guard():
 def plant_unguarded_zero_one():
     """An unguarded 0/1 specialization: a dynamic graph is compiled assuming
     its sizes are at least 2 (0/1 specialization), but the ``2 <= size``
-    guard is not checked, so the graph is reused for sizes 0 and 1."""
+    range guard is not checked (with any upper bound printed in the same
+    conjunct), so the graph is reused for sizes 0 and 1."""
     import re
 
     bound = re.compile(rf"^2 <= {_SIZE}( <= \d+)?$|^2 <= {_SIZE} and")
@@ -158,7 +161,8 @@ def plant_unguarded_duck_sizing():
     """An unguarded duck-size unification: two dims that had the same size
     when the graph was compiled share one symbol (duck sizing), but the
     equality guard between them is not checked, so the graph is reused for
-    unequal sizes."""
+    unequal sizes. (Dims of one contiguous tensor stay tied through its stride
+    guard; the plant bites across tensors.)"""
     import re
 
     equality = re.compile(rf"^{_SIZE} == {_SIZE}$")
