@@ -268,7 +268,7 @@ class Campaign:
         """A failure seen in a worker: log it now, confirm it in a fresh process."""
         append_line(self.out / "candidates.jsonl", finding.to_json())
         sig = finding.signature
-        reason = self.config.lane.suspect_reason(finding.verdict, finding.case, finding.triage)
+        reason = self.config.lane.suspect_reason(finding.verdict, finding.case, finding.triage) or _slow_by_design(finding)
         if reason:
             finding.triage = {**finding.triage, "suspect": reason}
             with self.lock:
@@ -515,6 +515,15 @@ class Campaign:
         data = self.stats.to_json(wall, extra)
         write_json(self.out / "stats.json", data)
         return data
+
+
+def _slow_by_design(finding: Finding) -> Optional[str]:
+    """A timeout of a case compiled under z3 translation validation is the
+    validator's documented cost (30-100x slower compiles), not a hang in torch."""
+    fx = (finding.case or {}).get("schedule", {}).get("config", {}).get("fx", {})
+    if finding.verdict.get("symptom") == "timeout" and fx.get("translation_validation"):
+        return "timed out under translation validation, which makes compiles 30-100x slower by design"
+    return None
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

@@ -735,6 +735,11 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
     marks = draw_marks(draw, b.inputs, symbols) if config.schedule_knobs else [{} for _ in b.inputs]
     schedule_config = draw_config(draw, config.translation_validation_rate) if config.schedule_knobs else {}
     _merge_required_config(schedule_config, program)
+    if len(program.body) > MAX_VALIDATED_STATEMENTS:
+        # Translation validation costs 30-100x per compile: keep it to small programs.
+        schedule_config.get("fx", {}).pop("translation_validation", None)
+        if schedule_config.get("fx") == {}:
+            del schedule_config["fx"]
     calls = tuple(
         Call(
             tuple(replace(spec, marks=dict(marks[i])) for i, spec in enumerate(b.arg_specs[w])),
@@ -757,6 +762,7 @@ def _merge_required_config(schedule_config: dict, program: Program) -> None:
 
 
 MAX_OUTPUTS = 4
+MAX_VALIDATED_STATEMENTS = 6  # largest program compiled under translation validation
 
 
 def choose_outputs(b: Builder) -> list[str]:

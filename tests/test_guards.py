@@ -199,3 +199,15 @@ def test_schedule_knobs_shrink_with_the_case():
     marks = [m for a in smallest.schedule.calls[0].args for m in a.marks.values()]
     assert marks == [{"mark": "dynamic"}]  # one mark, no min/max
     assert smallest.schedule.config == {} and len(smallest.program.body) <= 1
+
+
+def test_translation_validation_timeouts_are_kept_apart_not_reported():
+    from corpus.finding import Finding
+    from fuzz.campaign import _slow_by_design
+
+    case = case_of(BRANCHY, [[(8, 3), (7,)]]).to_json()
+    verdict = {"ok": False, "oracle": "isolation", "symptom": "timeout", "stage": "unknown", "signature": "timeout-x",
+               "call_index": None, "evidence": {}}
+    assert _slow_by_design(Finding(case=case, verdict=verdict, lane={})) is None
+    case["schedule"]["config"] = {"fx": {"translation_validation": True}}
+    assert "translation validation" in _slow_by_design(Finding(case=case, verdict=verdict, lane={}))
