@@ -69,12 +69,11 @@ def main():
     skipped = set_compile_config(COMPILE_CONFIG).skipped
     if skipped:
         print("note: this torch lacks config flags", skipped)
-    OUTPUT_OPS_FOR_KEYS[0] = OUTPUT_OPS
     compiled = {make_compiled}
     records = run_schedule(fn, compiled, CALLS, {device!r})
     for index, (eager, result) in enumerate(records):
         failure, key = judge_schedule_call(fn, {fresh_compile}, CALLS, index, eager, result,
-                                           {device!r}, CONTEXT, EXPECT_REUSE)
+                                           {device!r}, CONTEXT, EXPECT_REUSE, OUTPUT_OPS)
         if failure is None:
             print(f"call {{index}}: ok (graphs compiled during call: {{result.get('graphs')}})")
             continue

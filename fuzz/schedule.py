@@ -136,25 +136,40 @@ def draw_marks(draw: Draw, inputs, values: dict[str, tuple[int, ...]]) -> list[d
     return out
 
 
+# Tokens that, in a statement that reads sizes, mean the program compares them.
+SIZE_COMPARISONS = ("==", "!=", "<", ">", "min(", "max(", " if ", "assert", "_check", "cond(")
+
+
 def demands_specialization(program) -> bool:
     """Whether the program's own Python compares or branches on sizes.
 
-    Such a program may legitimately force Dynamo to specialize a size (an
-    ``if x.size(0) == 8``), so a ``mark_dynamic`` on it can be rejected by
-    design. A program without any size comparison demands no specialization.
+    Such a program may legitimately make torch specialize a size (an
+    ``if x.size(0) == 8``, a ``min(n, 3)``), so a ``mark_dynamic`` refused by
+    torch, or export refusing a call, is then no evidence of
+    over-specialization. Conservative: a node kind this function does not
+    know, or a size read next to a comparison in any statement, counts.
+    Shared by the recompiles oracle and the export lane.
     """
-    from .ir import BranchNode, SizeNode
+    import re
 
-    comparison = ("==", "!=", "<", ">", "assert", "_check", "cond(", "if ", "min(", "max(")
+    from .ir import BranchNode, EffectNode, GraphBreakNode, OpNode, SizeNode, render_node
+
+    size_names: set[str] = set()  # ints computed from sizes by earlier SizeNodes
     for node in program.body:
         if isinstance(node, BranchNode):
             return True
+        if isinstance(node, GraphBreakNode):
+            continue
         if isinstance(node, SizeNode):
-            text = node.expr
-        elif type(node).__name__ in ("OpNode", "EffectNode"):
-            text = repr(getattr(node, "params", ""))  # sizes fed to ops, e.g. ``max(n1, 1)``
-        else:
-            return True  # a node kind this function does not know: be conservative
-        if any(c in text for c in comparison):
+            if any(token in node.expr for token in SIZE_COMPARISONS):
+                return True
+            size_names.add(node.out)
+            continue
+        if not isinstance(node, (OpNode, EffectNode)):
+            return True
+        text = " ".join(render_node(node))
+        words = set(re.findall(r"[A-Za-z_]\w*", text))
+        reads_size = ".size(" in text or ".shape" in text or "numel(" in text or bool(words & size_names)
+        if reads_size and any(token in text for token in SIZE_COMPARISONS):
             return True
     return False

@@ -131,6 +131,7 @@ class GuardModel:
     guards: list[Item] = field(default_factory=list)
     validity: list[Item] = field(default_factory=list)
     untranslated: list[str] = field(default_factory=list)
+    call_index: int = 0  # the schedule call whose compile these guards come from
 
     def domain(self):
         import z3

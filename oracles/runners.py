@@ -10,50 +10,19 @@ logic needs: ``runner_spec``.
 
 from __future__ import annotations
 
-import re
 from typing import Callable
+
+from fuzz.schedule import demands_specialization
 
 from . import standalone
 from .export_runner import ExportedRunner
-
-# Tokens that, in a size expression, mean the program compares sizes.
-_COMPARISONS = ("==", "!=", "<", ">", "min(", "max(", " if ", "assert", "_check", "cond(")
-
-
-def program_compares_sizes(program) -> bool:
-    """Whether the program's own Python compares or branches on sizes.
-
-    Such a program may legitimately make export specialize a dim (an
-    ``if x.size(0) > 4``, a ``min(n, 3)``), so export refusing a later call
-    is then no evidence of over-specialization. Conservative: an unknown
-    node kind, or a size read next to a comparison in any statement, counts.
-    """
-    from fuzz.ir import BranchNode, EffectNode, OpNode, SizeNode, render_node
-
-    size_names: set[str] = set()  # ints computed from sizes by earlier SizeNodes
-    for node in program.body:
-        if isinstance(node, BranchNode):
-            return True
-        if isinstance(node, SizeNode):
-            if any(token in node.expr for token in _COMPARISONS):
-                return True
-            size_names.add(node.out)
-            continue
-        if not isinstance(node, (OpNode, EffectNode)):
-            return True
-        text = " ".join(render_node(node))
-        words = set(re.findall(r"[A-Za-z_]\w*", text))
-        reads_size = ".size(" in text or ".shape" in text or "numel(" in text or bool(words & size_names)
-        if reads_size and any(token in text for token in _COMPARISONS):
-            return True
-    return False
 
 
 def runner_spec(case) -> dict:
     """JSON for ``ExportedRunner``: each input dim's size symbol (None when fixed) and
     whether the program compares sizes. Repro scripts hold it as a literal."""
     dims = [[d if isinstance(d, str) else None for d in inp.dims] for inp in case.program.inputs]
-    return {"dims": dims, "size_comparisons": program_compares_sizes(case.program)}
+    return {"dims": dims, "size_comparisons": demands_specialization(case.program)}
 
 
 def build_export_runner(lane, fn, case) -> Callable:

@@ -568,7 +568,8 @@ def reused(result, index):
     return index > 0 and result.get("graphs", -1) == 0 and result.get("frames", -1) == 0
 
 
-def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu", context=None, expect_reuse=()):
+def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu", context=None, expect_reuse=(),
+                        output_ops=()):
     """The repro scripts' judge of one call, in the oracles' order.
 
     Mirrors the campaign: a failing call that reused a cached graph is
@@ -582,7 +583,7 @@ def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu
         key = None
         if reused(result, index) and failure["symptom"] in REUSE_SYMPTOMS:
             if fresh_recheck(fn, compile_fn, call, device, context) is None:
-                key = "reuse|" + failure_key(failure, OUTPUT_OPS_FOR_KEYS[0])
+                key = "reuse|" + failure_key(failure, output_ops)
                 failure = {**failure, "symptom": "unsound-guard", "stage": "guard",
                            "detail": "a reused graph was wrong; a fresh compile at these shapes is right. " + str(failure.get("detail", ""))}
         return failure, key
@@ -591,10 +592,6 @@ def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu
         return {"symptom": "excess-recompiles", "stage": "guard",
                 "detail": "recompiled although every guard of the cached graph holds: " + reason}, reason
     return None, None
-
-
-# The output ops used in signatures (set by repro scripts before judging).
-OUTPUT_OPS_FOR_KEYS = [[]]
 
 
 def reference_output(fn, call, device="cpu"):

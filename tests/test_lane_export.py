@@ -9,11 +9,11 @@ through a sitecustomize in a temporary folder).
 
 import ast
 import json
+import inspect
 import os
 import re
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
@@ -27,7 +27,8 @@ from oracles.execute import execute
 from oracles.export_runner import dynamic_shapes_for
 from oracles.lanes import get_lane
 from oracles.registry import judge
-from oracles.runners import program_compares_sizes, runner_spec
+from fuzz.schedule import demands_specialization as program_compares_sizes
+from oracles.runners import runner_spec
 
 REJECTED = ".LaneRejectedCall"
 
@@ -167,10 +168,11 @@ def test_by_design_refusals_seen_in_campaigns_stay_quiet():
     assert failed == [] and "cannot trace" in run.calls[0].compiled["error"]["message"]
 
 
-def _plant_wrong_abs(monkeypatch):
+def install_wrong_abs():
     """A miscompile inside export: the unlifting that builds ExportedProgram.module()
     turns every aten.abs into -abs. Eager, Dynamo and the ExportedProgram's own graph
-    are untouched."""
+    are untouched. Self-contained: repro subprocesses get its source as a sitecustomize."""
+    import torch
     import torch.export._unlift as unlift
 
     original = unlift._unlift_exported_program_lifted_states
@@ -186,7 +188,15 @@ def _plant_wrong_abs(monkeypatch):
         gm.recompile()
         return gm
 
-    monkeypatch.setattr(unlift, "_unlift_exported_program_lifted_states", unlift_with_wrong_abs)
+    unlift._unlift_exported_program_lifted_states = unlift_with_wrong_abs
+
+
+def _plant_wrong_abs(monkeypatch):
+    import torch.export._unlift as unlift
+
+    # Registered first so that monkeypatch restores the original afterwards.
+    monkeypatch.setattr(unlift, "_unlift_exported_program_lifted_states", unlift._unlift_exported_program_lifted_states)
+    install_wrong_abs()
 
 
 def test_planted_export_miscompile_is_a_value_mismatch(monkeypatch):
@@ -234,25 +244,7 @@ def test_repro_of_an_export_finding_needs_only_torch_and_reproduces(tmp_path, mo
     # The same plant in the repro's own process, through a sitecustomize; no symfuzz on the path.
     plant = tmp_path / "plant"
     plant.mkdir()
-    (plant / "sitecustomize.py").write_text(textwrap.dedent('''
-        import torch
-        import torch.export._unlift as unlift
-
-        _original = unlift._unlift_exported_program_lifted_states
-
-        def _wrong_abs(x):
-            return torch.ops.aten.neg.default(torch.ops.aten.abs.default(x))
-
-        def _unlift(ep, *args, **kwargs):
-            gm = _original(ep, *args, **kwargs)
-            for node in gm.graph.nodes:
-                if node.op == "call_function" and node.target is torch.ops.aten.abs.default:
-                    node.target = _wrong_abs
-            gm.recompile()
-            return gm
-
-        unlift._unlift_exported_program_lifted_states = _unlift
-    '''))
+    (plant / "sitecustomize.py").write_text(inspect.getsource(install_wrong_abs) + "\ninstall_wrong_abs()\n")
     script = tmp_path / "repro.py"
     script.write_text(source)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
