@@ -57,6 +57,11 @@ class ScriptRunner:
 
     def run(self, script: Path, env_extra: dict, timeout: float, memory_limit_mb: Optional[int] = None):
         """(returncode or None on timeout, output, seconds, memory_exceeded)."""
+        return self.run_command([sys.executable, str(script)], script.parent, env_extra, timeout, memory_limit_mb)
+
+    def run_command(self, argv: list, cwd: Path, env_extra: dict, timeout: float,
+                    memory_limit_mb: Optional[int] = None):
+        """As ``run``, for any command line."""
         env = dict(os.environ)
         env.update(env_extra)
         env.setdefault("PYTHONHASHSEED", "0")
@@ -64,7 +69,7 @@ class ScriptRunner:
         with tempfile.TemporaryFile("w+") as log:
             # Own session: a Ctrl-C at the terminal must not kill it and look like a crash.
             self.proc = proc = subprocess.Popen(
-                [sys.executable, str(script)], env=env, cwd=script.parent, stdin=subprocess.DEVNULL,
+                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
             exceeded = timed_out = False

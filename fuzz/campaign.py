@@ -57,6 +57,9 @@ class CampaignConfig:
     max_findings: Optional[int] = None  # stop once this many findings are confirmed
     gen_config: dict = field(default_factory=dict)
     quiet: bool = False
+    # Seconds to minify each confirmed finding after fuzzing (None: don't);
+    # the repro goes to findings/<sig>/minified/repro.py.
+    minify_budget: Optional[float] = None
 
 
 class CampaignError(Exception):
@@ -261,6 +264,7 @@ class Campaign:
         self.interrupted = False
         self.progress = Progress(config.budget, enabled=not config.quiet)
         self.summary = Counter()
+        self.minified: dict = {}  # signature -> what minifying it gave
 
     # ------------------------------------------------------------ candidates
 
@@ -397,6 +401,8 @@ class Campaign:
                 w.close()
             workers = []
             self._finish_confirmations(confirmer)
+            if cfg.minify_budget:
+                self._minify_findings(start)
         except KeyboardInterrupt:
             self.interrupted = True
             self.progress.note("interrupted: stopping; unconfirmed candidates are kept in unconfirmed/")
@@ -410,6 +416,29 @@ class Campaign:
             self.progress.finish()
             stats = self.write_stats(time.monotonic() - start)
         return stats
+
+    def _minify_findings(self, start: float) -> None:
+        """Shrink each confirmed finding (after fuzzing: minifying needs the CPU the workers had)."""
+        from minifier.run import MinifyError, MinifyOptions, minify_finding
+
+        cfg = self.config
+        for sig in sorted(self.confirmed):
+            folder = self.out / "findings" / sig
+            self.progress.note(f"minifying {sig} (budget {cfg.minify_budget:.0f}s) ...")
+            options = MinifyOptions(budget=cfg.minify_budget, jobs=cfg.jobs, quiet=True,
+                                    query_timeout=cfg.confirm_timeout)
+            try:
+                result = minify_finding(folder, options, lambda message: None)
+            except MinifyError as exc:
+                self.minified[sig] = {"error": str(exc)[:500]}
+                self.progress.note(f"minifying {sig}: not possible: {str(exc).splitlines()[0]}")
+                continue
+            check = result.repro_check or {}
+            self.minified[sig] = {"before": result.before, "after": result.after,
+                                            "same_bug": check.get("same_bug"), "repro": str(result.repro_path)}
+            self.progress.note(f"minified {sig}: {result.before.get('ops')} -> {result.after.get('ops')} ops, "
+                               f"{result.before.get('calls')} -> {result.after.get('calls')} calls: {result.repro_path}")
+            self.write_stats(time.monotonic() - start)
 
     def _finish_confirmations(self, confirmer: threading.Thread) -> None:
         """Give pending confirmations up to ``confirm_grace`` after the fuzzing ends."""
@@ -511,6 +540,7 @@ class Campaign:
             "duplicates": self.summary["duplicates"],
             "signatures": sorted(self.confirmed),
             "interrupted": self.interrupted,
+            "minified": self.minified,
         }
         data = self.stats.to_json(wall, extra)
         write_json(self.out / "stats.json", data)

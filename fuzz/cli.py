@@ -56,6 +56,26 @@ def build_parser() -> argparse.ArgumentParser:
                       help="make only the drawn calls (no calls solved from the installed guards)")
     fuzz.add_argument("--translation-validation", type=float, default=0.02, metavar="RATE",
                       help="share of programs compiled under z3 translation validation (0-1; slow: default 0.02)")
+    fuzz.add_argument("--minify", action="store_true",
+                      help="minify each new confirmed finding (writes FINDING/minified/repro.py)")
+    fuzz.add_argument("--minify-budget", type=duration, default=300.0, help="time per finding for --minify (default 5m)")
+
+    minify = sub.add_parser("minify", help="shrink a finding or a failing script into a small repro that stays dynamic")
+    minify.add_argument("path", type=Path, help="a finding folder (with finding.json) or a script.py that fails under torch.compile")
+    minify.add_argument("--out", type=Path, default=None,
+                        help="where the repro goes: a file.py (reports beside it in file.minify/) or a folder "
+                             "(default: FINDING/minified/ or SCRIPT.minified/)")
+    same = minify.add_mutually_exclusive_group()
+    same.add_argument("--match", metavar="REGEX", default=None,
+                      help="same bug = the run fails and its output matches REGEX (default: the same signature)")
+    same.add_argument("--accuracy", action="store_true", help="same bug = compiled output differs from eager")
+    same.add_argument("--test", metavar="CMD", default=None,
+                      help="same bug = `CMD CANDIDATE.py` exits 0 (a timeout counts as not the same)")
+    minify.add_argument("--budget", type=duration, default=600.0, help="time limit, e.g. 10m (default 10m)")
+    minify.add_argument("--jobs", type=positive_int, default=1, help="queries run in parallel (default 1)")
+    minify.add_argument("--timeout", type=duration, default=None,
+                        help="limit for one query (default 5m, or a timeout finding's own limit)")
+    minify.add_argument("--quiet", action="store_true", help="no progress output")
 
     sub.add_parser("lanes", help="list the compile lanes and whether each can run here")
     sub.add_parser("ops", help="list the op specs the generator draws from, by family")
@@ -70,7 +90,8 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"fuzz": cmd_fuzz, "lanes": cmd_lanes, "ops": cmd_ops, "replay": cmd_replay}[args.command](args)
+        return {"fuzz": cmd_fuzz, "lanes": cmd_lanes, "ops": cmd_ops, "replay": cmd_replay,
+                "minify": cmd_minify}[args.command](args)
     except UsageError as exc:
         print(f"symfuzz {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -153,6 +174,7 @@ def cmd_fuzz(args) -> int:
         confirm_timeout=args.confirm_timeout,
         gen_config=gen_config,
         quiet=args.quiet,
+        minify_budget=args.minify_budget if args.minify else None,
     )
     print(f"symfuzz: lane {lane.name}, seed {args.seed}, budget {args.budget:.0f}s, {args.jobs} workers -> {args.out}",
           file=sys.stderr)
@@ -182,6 +204,12 @@ def print_summary(stats: dict, out: Path) -> None:
           + (f", {f['reported_unconfirmed']} reported without confirmation" if f["reported_unconfirmed"] else ""))
     for sig in f["signatures"]:
         print(f"  {sig}: python {out / 'findings' / sig / 'repro.py'}")
+        minified = f.get("minified", {}).get(sig)
+        if minified and "after" in minified:
+            print(f"    minified to {minified['after'].get('ops')} ops, {minified['after'].get('calls')} calls: "
+                  f"python {minified['repro']}")
+        elif minified:
+            print(f"    not minified: {minified['error'].splitlines()[0]}")
     if p.get("internal_errors"):
         print(f"symfuzz internal errors: {p['internal_errors']} (see {out / 'internal_errors.jsonl'}); please report them")
     print(f"stats      {out / 'stats.json'}")
@@ -211,6 +239,29 @@ def cmd_replay(args) -> int:
         print(f"{finding.signature}: {note}  [{outcome.seconds}s]  repro: {folder / 'repro.py'}")
     print(f"{reproduced}/{len(findings)} reproduced")
     return EXIT_FINDINGS if reproduced else EXIT_OK
+
+
+def cmd_minify(args) -> int:
+    from minifier.driver import format_report
+    from minifier.run import MinifyError, MinifyOptions, minify_path
+
+    if args.budget <= 0:
+        raise UsageError("--budget must be positive")
+    options = MinifyOptions(out=args.out, match=args.match, accuracy=args.accuracy, test=args.test,
+                            budget=args.budget, jobs=args.jobs, query_timeout=args.timeout, quiet=args.quiet)
+    try:
+        result = minify_path(args.path, options)
+    except MinifyError as exc:
+        raise UsageError(str(exc)) from None
+    check = result.repro_check or {}
+    repro = result.repro_path
+    print(format_report(result))
+    if check.get("same_bug"):
+        print(f"repro      {repro}  (checked in a fresh process: it fails the same way)")
+    else:
+        print(f"repro      {repro}  (WARNING: in a fresh process it did not fail the same way; "
+              f"see {result.work_dir / 'report.json'})")
+    return EXIT_OK if check.get("same_bug") else EXIT_FINDINGS
 
 
 if __name__ == "__main__":

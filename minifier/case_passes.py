@@ -1,0 +1,467 @@
+"""Passes over a finding's Case: each yields smaller candidates, most ambitious first.
+
+Passes are top-level functions ``pass(subject) -> Iterator[CaseSubject]``.
+They never compile anything; the driver checks every candidate in a fresh
+process. To learn the shapes of intermediate values (to replace an op's
+output by a fresh input of the same shape) they may run the program eagerly
+in-process on the calls' small seeded inputs, as the generator does.
+
+The program and the schedule change together: an input's dims tie it to size
+symbols, and every call's argument shapes follow those dims, so a pass that
+edits one edits both (``_set_symbol``, ``_drop_inputs``...).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import replace
+from typing import Iterator, Optional
+
+from fuzz.case import ArgSpec, Call, Case
+from fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program,
+                     SizeNode, node_reads)
+
+from .case_subject import CaseSubject
+
+SIDE_EFFECTS = (EffectNode, CheckNode, GraphBreakNode)
+FRESH_SEED = 7_000
+
+
+# ---------------------------------------------------------------- eager facts
+
+
+def _failing_output(subject: CaseSubject) -> Optional[int]:
+    path = (subject.verdict.get("evidence") or {}).get("path") or ""
+    m = re.match(r"out\[0\]\[(\d+)\]", path)
+    return int(m.group(1)) if m else None
+
+
+@functools.lru_cache(maxsize=256)
+def _values_at(program_json: str, call_json: str) -> dict:
+    """{name: (shape, dtype) | int | None} for every value of the program at one
+    call, or {} if eager raises: a tensor's shape and dtype, a size's value,
+    None for anything else (tuples, lists)."""
+    import torch
+
+    from oracles.execute import PROGRAM_GLOBALS_SOURCE
+    from oracles.standalone import make_args
+
+    program = Program.from_json(json.loads(program_json))
+    namespace: dict = {}
+    try:
+        source = program.render().rsplit("\n    return", 1)[0] + "\n    return locals()\n"
+        exec(compile(PROGRAM_GLOBALS_SOURCE + source, "<symfuzz minify>", "exec"), namespace)
+        values = namespace["fn"](*make_args(json.loads(call_json)))
+    except Exception:  # noqa: BLE001 - an invalid candidate, not an error of ours
+        return {}
+    out = {}
+    for name, value in values.items():
+        if isinstance(value, torch.Tensor):
+            out[name] = (tuple(value.shape), str(value.dtype).replace("torch.", ""))
+        else:
+            out[name] = value if type(value) is int else None
+    return out
+
+
+def values_at(case: Case, index: int) -> dict:
+    return _values_at(json.dumps(case.program.to_json(), sort_keys=True),
+                      json.dumps(case.schedule.calls[index].to_json(), sort_keys=True))
+
+
+def eager_runs(case: Case, index: int) -> bool:
+    return bool(values_at(case, index))
+
+
+def plausible(subject: CaseSubject) -> bool:
+    """Cheap in-process filter before a fresh-process query: eager must behave
+    at the failing call as it did in the finding (return, or raise for an
+    accepts-invalid finding). Anything else cannot be the same bug."""
+    calls = subject.case.schedule.calls
+    index = subject.verdict.get("call_index")
+    if not calls:
+        return False
+    index = index if isinstance(index, int) and 0 <= index < len(calls) else 0
+    try:
+        subject.case.program.render()
+    except Exception:  # noqa: BLE001
+        return False
+    runs = eager_runs(subject.case, index)
+    return not runs if subject.verdict.get("symptom") == "accepts-invalid" else runs
+
+
+# ---------------------------------------------------------------- program surgery
+
+
+def _symbol_value(case: Case, call: Call, symbol: str) -> Optional[int]:
+    for a, inp in enumerate(case.program.inputs):
+        for d, sym in enumerate(inp.dims):
+            if sym == symbol:
+                return call.args[a].shape[d]
+    return None
+
+
+def _rename(node, old: str, new: str):
+    pattern = re.compile(rf"\b{re.escape(old)}\b")
+
+    def sub(value):
+        if isinstance(value, str):
+            return pattern.sub(new, value)
+        if isinstance(value, tuple):
+            return tuple(sub(v) for v in value)
+        return value
+
+    changes = {}
+    for name in node.__dataclass_fields__:
+        if name == "out":
+            continue
+        value = getattr(node, name)
+        if name == "params":
+            changes[name] = {k: sub(v) for k, v in value.items()}
+        elif isinstance(value, (str, tuple)):
+            changes[name] = sub(value)
+    return replace(node, **changes)
+
+
+def dead_code_eliminated(case: Case) -> Case:
+    """Drop statements nothing reads, then inputs nothing reads."""
+    program = case.program
+    live = set(program.outputs)
+    kept = []
+    for node in reversed(program.body):
+        out = getattr(node, "out", None)
+        if isinstance(node, SIDE_EFFECTS) or (out is not None and out in live):
+            kept.append(node)
+            live |= node_reads(node)
+    program = replace(program, body=tuple(reversed(kept)))
+    unused = [i for i, inp in enumerate(program.inputs) if inp.name not in live]
+    return _drop_inputs(replace(case, program=program), unused)
+
+
+def _drop_inputs(case: Case, indices) -> Case:
+    drop = set(indices)
+    if not drop:
+        return case
+    program = replace(case.program, inputs=tuple(inp for i, inp in enumerate(case.program.inputs) if i not in drop))
+    calls = tuple(replace(c, args=tuple(a for i, a in enumerate(c.args) if i not in drop)) for c in case.schedule.calls)
+    return replace(case, program=program, schedule=replace(case.schedule, calls=calls))
+
+
+def _fresh_dims(case: Case, shapes: list[tuple]) -> tuple:
+    """Dims for a new input with the given per-call shapes: a dim takes an
+    existing symbol when it equals that symbol at every call (keeping it
+    tied, so dynamic), a constant when it never changes, else a new symbol."""
+    symbols = []
+    for inp in case.program.inputs:
+        symbols += [s for s in inp.dims if isinstance(s, str) and s not in symbols]
+    dims = []
+    taken = set(symbols)
+    for d in range(len(shapes[0])):
+        sizes = [shape[d] for shape in shapes]
+        match = next((s for s in symbols
+                      if all(_symbol_value(case, c, s) == size for c, size in zip(case.schedule.calls, sizes))), None)
+        if match is not None and sizes[0] >= 2:
+            dims.append(match)
+        elif len(set(sizes)) == 1:
+            dims.append(sizes[0])
+        else:
+            name = next(f"s{k}" for k in range(100, 10_000) if f"s{k}" not in taken)
+            taken.add(name)
+            dims.append(name)
+    return tuple(dims)
+
+
+def _marks_for(case: Case, call: Call, dims: tuple) -> dict:
+    """A new input's marks at one call: those of an existing dim with the same symbol."""
+    marks = {}
+    for d, sym in enumerate(dims):
+        if not isinstance(sym, str):
+            continue
+        for a, inp in enumerate(case.program.inputs):
+            if sym in inp.dims:
+                mark = call.args[a].marks.get(inp.dims.index(sym))
+                if mark:
+                    marks[d] = mark
+                break
+    return marks
+
+
+def replace_with_input(case: Case, name: str) -> Optional[Case]:
+    """The statement defining ``name`` removed; ``name`` becomes a fresh input
+    of the same shape and dtype at every call. None if that is impossible."""
+    infos = [values_at(case, i).get(name) for i in range(len(case.schedule.calls))]
+    if not infos or any(not isinstance(info, tuple) for info in infos) or len({info[1] for info in infos}) != 1:
+        return None
+    shapes = [info[0] for info in infos]
+    if len({len(s) for s in shapes}) != 1:
+        return None
+    dtype = infos[0][1]
+    dims = _fresh_dims(case, shapes)
+    seed = FRESH_SEED + len(case.program.inputs)
+    calls = tuple(replace(c, args=c.args + (ArgSpec(tuple(shape), dtype, seed, {"kind": "contiguous"},
+                                                    _marks_for(case, c, dims)),))
+                  for c, shape in zip(case.schedule.calls, shapes))
+    body = tuple(n for n in case.program.body if getattr(n, "out", None) != name)
+    program = replace(case.program, inputs=case.program.inputs + (Input(name, dtype, dims),), body=body)
+    return replace(case, program=program, schedule=replace(case.schedule, calls=calls))
+
+
+def bypass(case: Case, node) -> Optional[Case]:
+    """``node`` removed and its readers given its first tensor argument that has
+    the same shape and dtype at every call (dropping a unary op, say)."""
+    if not isinstance(node, OpNode):
+        return None
+    n_calls = len(case.schedule.calls)
+    mine = [values_at(case, i).get(node.out) for i in range(n_calls)]
+    for arg in node.args:
+        if [values_at(case, i).get(arg) for i in range(n_calls)] == mine and isinstance(mine[0], tuple):
+            body = tuple(_rename(n, node.out, arg) for n in case.program.body if n is not node)
+            outputs = tuple(arg if o == node.out else o for o in case.program.outputs)
+            return replace(case, program=replace(case.program, body=body, outputs=outputs))
+    return None
+
+
+def without_nodes(case: Case, indices: list[int]) -> Optional[Case]:
+    """The statements at ``indices`` removed: side effects dropped, ops
+    bypassed where possible, other values turned into fresh inputs."""
+    nodes = [case.program.body[i] for i in indices]
+    original = case
+    for node in nodes:
+        if isinstance(node, SIDE_EFFECTS):
+            case = replace(case, program=replace(case.program, body=tuple(n for n in case.program.body if n is not node)))
+            continue
+        if isinstance(node, SizeNode):
+            smaller = _size_as_constant(case, node)
+        else:
+            smaller = bypass(case, node) or replace_with_input(case, node.out)
+        case = smaller or case  # a statement that cannot go stays; the rest of the chunk still goes
+    case = dead_code_eliminated(case)
+    return None if case == original else case
+
+
+def _size_as_constant(case: Case, node: SizeNode) -> Optional[Case]:
+    """A size statement whose value is the same at every call, inlined as that number."""
+    values = {values_at(case, i).get(node.out) for i in range(len(case.schedule.calls))}
+    if len(values) != 1 or not isinstance(next(iter(values)), int):
+        return None
+    literal = str(next(iter(values)))
+    body = tuple(_rename(n, node.out, literal) for n in case.program.body if n is not node)
+    return replace(case, program=replace(case.program, body=body))
+
+
+def _chunks(n: int) -> Iterator[list[int]]:
+    """ddmin-style index sets: halves, quarters, ... singles (largest first)."""
+    size = max(n // 2, 1)
+    seen = set()
+    while True:
+        for start in range(0, n, size):
+            chunk = tuple(range(start, min(start + size, n)))
+            if chunk not in seen:
+                seen.add(chunk)
+                yield list(chunk)
+        if size == 1:
+            return
+        size = max(size // 2, 1)
+
+
+def _wrap(subject: CaseSubject, case: Optional[Case], call_index="keep") -> Optional[CaseSubject]:
+    if case is None:
+        return None
+    return subject.with_case(case, None if call_index == "keep" else call_index)
+
+
+# ---------------------------------------------------------------- the passes
+
+
+def keep_one_output(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Return only one output (the failing one first), dead code dropped."""
+    program = subject.case.program
+    if len(program.outputs) <= 1:
+        dce = dead_code_eliminated(subject.case)
+        if dce != subject.case:
+            yield subject.with_case(dce)
+        return
+    order = list(range(len(program.outputs)))
+    failing = _failing_output(subject)
+    if failing is not None and failing < len(order):
+        order.remove(failing)
+        order.insert(0, failing)
+    for i in order:
+        case = replace(subject.case, program=replace(program, outputs=(program.outputs[i],)))
+        yield subject.with_case(dead_code_eliminated(case))
+
+
+def drop_statements(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Delta debugging over the body: remove chunks of statements."""
+    n = len(subject.case.program.body)
+    for chunk in _chunks(n):
+        candidate = _wrap(subject, without_nodes(subject.case, chunk))
+        if candidate is not None:
+            yield candidate
+
+
+def cut_inputs(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Replace one op's output by a fresh input (cuts the program from above),
+    latest statements first: the last op before the output is most often the culprit."""
+    for node in reversed(subject.case.program.body):
+        if not isinstance(node, (OpNode, ExprNode, BranchNode, CondNode)):
+            continue
+        case = replace_with_input(subject.case, node.out)
+        if case is not None:
+            yield subject.with_case(dead_code_eliminated(case))
+
+
+def drop_calls(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Fewer calls: the failing call alone, then with each earlier call (a
+    reuse bug needs the call that compiled the graph), then ddmin chunks."""
+    calls = subject.case.schedule.calls
+    index = subject.verdict.get("call_index")
+    failing = index if isinstance(index, int) and 0 <= index < len(calls) else len(calls) - 1
+    keeps = [[failing]] + [[earlier, failing] for earlier in range(failing)]
+    keeps += [[i for i in range(len(calls)) if i not in chunk] for chunk in _chunks(len(calls))]
+    for keep in keeps:
+        if not keep or len(keep) == len(calls):
+            continue
+        new_index = keep.index(failing) if failing in keep else 0
+        kept = tuple(calls[i] for i in keep)
+        case = replace(subject.case, schedule=replace(subject.case.schedule, calls=kept))
+        yield subject.with_case(case, new_index)
+
+
+def drop_marks(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Remove dynamism marks (each marked dim at every call, then one at a
+    time) and config flags that the failure does not need."""
+    case = subject.case
+    marked = sorted({(a, d) for c in case.schedule.calls for a, arg in enumerate(c.args) for d in arg.marks})
+    for a, d in marked:
+        calls = tuple(_unmark(c, a, d) for c in case.schedule.calls)
+        yield subject.with_case(replace(case, schedule=replace(case.schedule, calls=calls)))
+    for i, call in enumerate(case.schedule.calls):
+        for a, arg in enumerate(call.args):
+            for d in sorted(arg.marks):
+                calls = list(case.schedule.calls)
+                calls[i] = _unmark(call, a, d)
+                yield subject.with_case(replace(case, schedule=replace(case.schedule, calls=tuple(calls))))
+    for group, flags in sorted(case.schedule.config.items()):
+        for flag in sorted(flags):
+            config = dict(case.schedule.config)
+            config[group] = {k: v for k, v in flags.items() if k != flag}
+            config = {k: v for k, v in config.items() if v}
+            yield subject.with_case(replace(case, schedule=replace(case.schedule, config=config)))
+
+
+def _unmark(call: Call, a: int, d: int) -> Call:
+    args = list(call.args)
+    args[a] = replace(args[a], marks={k: v for k, v in args[a].marks.items() if k != d})
+    return replace(call, args=tuple(args))
+
+
+def shrink_sizes(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Smaller sizes: each symbol's values compressed to 2, 3, ... (keeping
+    their order and equalities across calls, and 0/1 as they are, so the
+    calls still differ where the bug needs it), then halved call by call;
+    constant dims to 1, then 2, then halved."""
+    case = subject.case
+    calls = case.schedule.calls
+    symbols = []
+    for inp in case.program.inputs:
+        symbols += [s for s in inp.dims if isinstance(s, str) and s not in symbols]
+    for sym in symbols:
+        values = [_symbol_value(case, c, sym) for c in calls]
+        big = sorted({v for v in values if v is not None and v >= 2})
+        rank = {v: i + 2 for i, v in enumerate(big)}
+        compressed = [rank.get(v, v) for v in values]
+        if compressed != values:
+            yield subject.with_case(_set_symbol(case, sym, compressed))
+        for i, v in enumerate(values):
+            for smaller in sorted({v // 2, v - 1}):
+                if v is not None and 2 <= smaller < v and smaller not in values:
+                    new = list(values)
+                    new[i] = smaller
+                    yield subject.with_case(_set_symbol(case, sym, new))
+    for a, inp in enumerate(case.program.inputs):
+        for d, size in enumerate(inp.dims):
+            if isinstance(size, int):
+                for smaller in sorted({1, 2, size // 2}):
+                    if smaller < size:
+                        yield subject.with_case(_set_constant(case, a, d, smaller))
+
+
+def _set_symbol(case: Case, sym: str, values: list) -> Case:
+    calls = []
+    for call, value in zip(case.schedule.calls, values):
+        args = list(call.args)
+        for a, inp in enumerate(case.program.inputs):
+            for d, s in enumerate(inp.dims):
+                if s == sym:
+                    shape = list(args[a].shape)
+                    shape[d] = value
+                    args[a] = replace(args[a], shape=tuple(shape))
+        symbols = dict(call.symbols)
+        if sym in symbols:
+            symbols[sym] = value
+        calls.append(replace(call, args=tuple(args), symbols=symbols))
+    return replace(case, schedule=replace(case.schedule, calls=tuple(calls)))
+
+
+def _set_constant(case: Case, a: int, d: int, value: int) -> Case:
+    inputs = list(case.program.inputs)
+    dims = list(inputs[a].dims)
+    dims[d] = value
+    inputs[a] = replace(inputs[a], dims=tuple(dims))
+    calls = []
+    for call in case.schedule.calls:
+        args = list(call.args)
+        shape = list(args[a].shape)
+        shape[d] = value
+        args[a] = replace(args[a], shape=tuple(shape))
+        calls.append(replace(call, args=tuple(args)))
+    return replace(case, program=replace(case.program, inputs=tuple(inputs)),
+                   schedule=replace(case.schedule, calls=tuple(calls)))
+
+
+def lower_ranks(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Drop one dim of an input (leading dims first); layouts that name dims reset."""
+    case = subject.case
+    for a, inp in enumerate(case.program.inputs):
+        if inp.rank < 2:
+            continue
+        for d in range(inp.rank):
+            inputs = list(case.program.inputs)
+            inputs[a] = replace(inp, dims=inp.dims[:d] + inp.dims[d + 1:])
+            calls = []
+            for call in case.schedule.calls:
+                args = list(call.args)
+                arg = args[a]
+                marks = {(k if k < d else k - 1): v for k, v in arg.marks.items() if k != d}
+                args[a] = replace(arg, shape=arg.shape[:d] + arg.shape[d + 1:], layout={"kind": "contiguous"},
+                                  marks=marks)
+                calls.append(replace(call, args=tuple(args)))
+            yield subject.with_case(replace(case, program=replace(case.program, inputs=tuple(inputs)),
+                                            schedule=replace(case.schedule, calls=tuple(calls))))
+
+
+def simplify_dtypes_and_layouts(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Floating inputs to float32; strided, transposed, expanded inputs to contiguous."""
+    case = subject.case
+    for a, inp in enumerate(case.program.inputs):
+        if inp.dtype in ("float64", "float16", "bfloat16"):
+            inputs = list(case.program.inputs)
+            inputs[a] = replace(inp, dtype="float32")
+            calls = tuple(replace(c, args=tuple(replace(x, dtype="float32") if i == a else x
+                                                for i, x in enumerate(c.args))) for c in case.schedule.calls)
+            yield subject.with_case(replace(case, program=replace(case.program, inputs=tuple(inputs)),
+                                            schedule=replace(case.schedule, calls=calls)))
+    for a in range(len(case.program.inputs)):
+        if any(c.args[a].layout.get("kind", "contiguous") != "contiguous" for c in case.schedule.calls):
+            calls = tuple(replace(c, args=tuple(replace(x, layout={"kind": "contiguous"}) if i == a else x
+                                                for i, x in enumerate(c.args))) for c in case.schedule.calls)
+            yield subject.with_case(replace(case, schedule=replace(case.schedule, calls=calls)))
+
+
+# The order the driver runs them in. Calls go early: every query compiles and
+# runs each call, so a one-call schedule makes the rest several times cheaper.
+# Then the big structural cuts, then sizes and cosmetics.
+CASE_PASSES = [keep_one_output, drop_calls, drop_statements, cut_inputs, lower_ranks, shrink_sizes, drop_marks,
+               simplify_dtypes_and_layouts]

@@ -1,0 +1,119 @@
+"""A fuzzer finding as a minifier subject: its Case, shrunk at the IR level.
+
+Each candidate is checked by rendering the finding's own repro script
+(``corpus.repro.render_repro``) for the candidate case and running it fresh:
+the same judging code the campaign used, so "same signature" means the same
+thing here as in ``symfuzz replay``. The user-facing repro is the short
+script from ``minifier.compact`` when it still shows the bug.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from corpus.finding import Finding
+from corpus.repro import render_repro
+from fuzz.case import Case
+from fuzz.ir import OpNode
+
+# Marks that make a dim symbolic when the compile sees it.
+DYNAMIC_MARKS = ("dynamic", "maybe_dynamic", "unbacked")
+
+
+@dataclass(frozen=True)
+class CaseSubject:
+    case: Case
+    verdict: dict
+    lane: dict
+    environment: dict
+    kind: str = "case"
+
+    @staticmethod
+    def from_finding(finding: Finding) -> "CaseSubject":
+        return CaseSubject(Case.from_json(finding.case), dict(finding.verdict), dict(finding.lane),
+                           dict(finding.environment))
+
+    def with_case(self, case: Case, call_index=None) -> "CaseSubject":
+        verdict = self.verdict if call_index is None else dict(self.verdict, call_index=call_index)
+        return replace(self, case=case, verdict=verdict)
+
+    def finding(self) -> Finding:
+        return Finding(case=self.case.to_json(), verdict=self.verdict, lane=self.lane, environment=self.environment)
+
+    def to_json(self) -> dict:
+        return {"case": self.case.to_json(), "verdict": self.verdict, "lane": self.lane,
+                "environment": self.environment}
+
+    @staticmethod
+    def from_json(data: dict) -> "CaseSubject":
+        return CaseSubject(Case.from_json(data["case"]), data["verdict"], data["lane"], data.get("environment", {}))
+
+    # -- size
+
+    def measure(self) -> dict:
+        program, calls = self.case.program, self.case.schedule.calls
+        return {
+            "ops": len(program.ops()),
+            "nodes": len(program.body),
+            "calls": len(calls),
+            "elements": sum(math.prod(a.shape) for c in calls for a in c.args),
+            "dynamic_dims": len(dynamic_dims(self.case)),
+        }
+
+    def cost(self) -> tuple:
+        program, schedule = self.case.program, self.case.schedule
+        m = self.measure()
+        marks = sum(len(a.marks) for c in schedule.calls for a in c.args)
+        config = sum(len(v) for v in schedule.config.values())
+        odd_dtypes = sum(i.dtype != "float32" for i in program.inputs)
+        odd_layouts = sum(a.layout.get("kind", "contiguous") != "contiguous" for c in schedule.calls for a in c.args)
+        rank = sum(i.rank for i in program.inputs)
+        params = sum(len(n.params) for n in program.body if isinstance(n, OpNode))
+        return (m["nodes"], len(program.outputs), m["calls"], len(program.inputs), rank, m["elements"], marks,
+                config, odd_dtypes, odd_layouts, params)
+
+    # -- scripts
+
+    def query_script(self) -> str:
+        return render_repro(self.finding())
+
+    def repro_script(self) -> str:
+        from .compact import render_compact
+
+        return render_compact(self) or self.query_script()
+
+    def plausible(self) -> bool:
+        from .case_passes import plausible
+
+        return plausible(self)
+
+    def repro_matches(self, outcome) -> bool:
+        """Does a run of ``repro_script()`` show this subject's bug?"""
+        from .compact import compact_matches
+
+        return compact_matches(self, outcome)
+
+
+def dynamic_dims(case: Case) -> set:
+    """(input, dim) pairs whose size the compile treats as symbolic.
+
+    ``dynamic=True`` makes every dim of size 2 or more symbolic at the first
+    compile; otherwise a dim is symbolic when marked dynamic (or unbacked),
+    or, under automatic dynamic shapes, when its size changes between calls.
+    """
+    schedule = case.schedule
+    found = set()
+    for a, inp in enumerate(case.program.inputs):
+        for d in range(inp.rank):
+            sizes = [c.args[a].shape[d] for c in schedule.calls if a < len(c.args)]
+            marks = {c.args[a].marks.get(d, {}).get("mark", "auto") for c in schedule.calls if a < len(c.args)}
+            if "static" in marks:
+                continue
+            if schedule.dynamic is True and sizes and sizes[0] >= 2:
+                found.add((a, d))
+            elif marks & set(DYNAMIC_MARKS):
+                found.add((a, d))
+            elif schedule.dynamic is None and len(set(sizes)) > 1:
+                found.add((a, d))
+    return found

@@ -1,0 +1,104 @@
+"""What counts as "the same bug" while minifying.
+
+- ``SameFailure`` (the default): the candidate fails with the same failure id
+  as the original: its Verdict signature, or the same signal, or a timeout.
+  ``SameAsOriginal`` takes that id from the original's own first run.
+- ``ErrorMatches`` (``--match REGEX``): the run fails and its output matches.
+- ``AccuracyFailure`` (``--accuracy``): compiled output differs from eager,
+  whichever output and however (value, metadata, or unsound guard).
+- ``ExternalScript`` (``--test CMD``): the user's interestingness script is
+  run with the candidate's script path as its last argument; exit 0 means
+  interesting, anything else (a timeout included) means not.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from .driver import Criterion, QueryOutcome
+
+ACCURACY_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "unsound-guard")
+
+
+class SameFailure(Criterion):
+    def __init__(self, failure_id: str):
+        self.failure_id = failure_id
+        self.description = f"same failure: {failure_id}"
+
+    def interesting(self, outcome: QueryOutcome) -> bool:
+        return outcome.failure_id() == self.failure_id
+
+    def explain(self, outcome: QueryOutcome) -> str:
+        found = outcome.failure_id()
+        if found is None:
+            return f"it did not fail (exit code {outcome.returncode}); expected {self.failure_id}"
+        return f"it failed differently: {found}, expected {self.failure_id}"
+
+
+class SameAsOriginal(SameFailure):
+    """SameFailure with the failure id taken from the original's own run
+    (captured graphs have no stored signature to compare with)."""
+
+    def __init__(self):
+        super().__init__(None)
+        self.description = "same failure as the original run"
+
+    def calibrate(self, original: QueryOutcome) -> None:
+        self.failure_id = original.failure_id()
+        if self.failure_id is not None:
+            self.description = f"same failure: {self.failure_id}"
+
+    def interesting(self, outcome: QueryOutcome) -> bool:
+        return self.failure_id is not None and super().interesting(outcome)
+
+
+class ErrorMatches(Criterion):
+    def __init__(self, pattern: str):
+        try:
+            self.regex = re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"--match {pattern!r} is not a valid regular expression: {exc}") from None
+        self.description = f"failure output matches /{pattern}/"
+
+    def interesting(self, outcome: QueryOutcome) -> bool:
+        failed = outcome.returncode != 0 and not outcome.timed_out
+        return failed and self.regex.search(outcome.output) is not None
+
+    def explain(self, outcome: QueryOutcome) -> str:
+        if outcome.returncode == 0:
+            return "it ran without failing"
+        if outcome.timed_out:
+            return "it timed out (a timeout is not a match)"
+        return f"its output does not match /{self.regex.pattern}/"
+
+
+class AccuracyFailure(Criterion):
+    description = "compiled output differs from eager"
+
+    def interesting(self, outcome: QueryOutcome) -> bool:
+        result = outcome.result or {}
+        return result.get("ok") is False and result.get("symptom") in ACCURACY_SYMPTOMS
+
+
+class ExternalScript(Criterion):
+    def __init__(self, command: str):
+        self.argv = shlex.split(command)
+        if not self.argv:
+            raise ValueError("--test needs a command")
+        first = Path(self.argv[0])
+        if first.exists():
+            self.argv[0] = str(first.resolve())
+        self.description = f"`{command} CANDIDATE.py` exits 0"
+
+    def command(self, script: Path) -> list[str]:
+        return [*self.argv, str(script)]
+
+    def interesting(self, outcome: QueryOutcome) -> bool:
+        return outcome.returncode == 0
+
+    def explain(self, outcome: QueryOutcome) -> str:
+        if outcome.timed_out:
+            return "the interestingness script timed out (counted as not interesting)"
+        return f"the interestingness script exited {outcome.returncode} (0 means interesting)"

@@ -1,0 +1,392 @@
+"""The minifier's driver: run passes over a subject while the failure stays the same.
+
+A *subject* is what gets shrunk: a fuzzer finding's Case (``case_subject``)
+or a graph captured from a user's script (``graph_subject``). It knows how to
+measure itself, how to write the script that runs it in a fresh process
+(``query_script``), and the readable repro for users (``repro_script``).
+
+A *pass* is a top-level function ``pass_fn(subject) -> Iterator[subject]``
+yielding smaller candidates, most ambitious first. Passes never run
+anything: the driver does all the bookkeeping.
+
+- Every candidate is checked in its own subprocess with a timeout (the
+  ``Criterion`` says how to run it and whether the outcome is "the same bug").
+- A candidate is accepted only if it is strictly smaller (``subject.cost()``)
+  and interesting; the pass is then restarted on it. Rounds over all passes
+  repeat until one makes no progress or the budget runs out.
+- With ``jobs > 1`` candidates are checked in batches, and the *first*
+  interesting candidate in pass order wins, whatever finished first: the
+  same input gives the same result at any ``jobs``.
+- The best subject so far is written to disk each time it improves
+  (``best.json``, ``repro.py``, ``report.json``), so an interrupted run
+  loses nothing.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Protocol
+
+from corpus.atomic import write_json, write_text
+from corpus.replay import ScriptRunner
+
+
+class Subject(Protocol):
+    kind: str  # "case" or "graph"
+
+    def to_json(self) -> dict: ...
+
+    def measure(self) -> dict: ...  # {"ops", "nodes", "elements", "calls", "dynamic_dims"}
+
+    def cost(self) -> tuple: ...  # lexicographic; strictly smaller is progress
+
+    def query_script(self) -> str: ...  # runs it fresh, prints "SYMFUZZ-RESULT {json}"
+
+    def repro_script(self) -> str: ...  # the readable repro users get
+
+
+Pass = Callable[[Subject], Iterator[Subject]]
+
+
+@dataclass
+class QueryOutcome:
+    """How one fresh-process run of a candidate ended."""
+
+    returncode: Optional[int]  # None: timed out
+    result: Optional[dict]  # the parsed SYMFUZZ-RESULT line, if any
+    output: str
+    seconds: float
+    memory_exceeded: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def signal_name(self) -> Optional[str]:
+        code = self.returncode
+        if code is not None and code < 0:
+            try:
+                return signal.Signals(-code).name
+            except ValueError:
+                return f"signal {-code}"
+        return None
+
+    def failure_id(self) -> Optional[str]:
+        """A name for how the run failed: the result's signature, a signal, a
+        timeout, or None if it did not fail (or could not be judged)."""
+        if self.result is not None and self.result.get("ok") is False:
+            return self.result.get("signature") or self.result.get("symptom")
+        if self.memory_exceeded:
+            return "process-death:out-of-memory"
+        if self.signal_name:
+            return f"process-death:{self.signal_name}"
+        if self.timed_out:
+            return "timeout"
+        return None
+
+
+def parse_result(output: str) -> Optional[dict]:
+    for line in reversed(output.splitlines()):
+        if line.startswith("SYMFUZZ-RESULT "):
+            try:
+                return json.loads(line[len("SYMFUZZ-RESULT "):])
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+class Criterion:
+    """Decides whether a candidate still shows the bug. Subclasses in ``criteria``."""
+
+    description = "?"
+
+    def command(self, script: Path) -> list[str]:
+        return [sys.executable, str(script)]
+
+    def calibrate(self, original: QueryOutcome) -> None:
+        """Called once with the original's outcome, before any candidate."""
+
+    def interesting(self, outcome: QueryOutcome) -> bool:
+        raise NotImplementedError
+
+    def explain(self, outcome: QueryOutcome) -> str:
+        """Why ``outcome`` is not interesting, for the "original does not fail" message."""
+        found = outcome.failure_id()
+        return f"it ended with exit code {outcome.returncode}" + (f" and failure {found}" if found else " and no failure")
+
+
+def run_query(script_text: str, criterion: Criterion, timeout: float, env: dict,
+              memory_limit_mb: Optional[int] = None, keep_dir: Optional[Path] = None) -> QueryOutcome:
+    """Run one candidate script in a fresh process (own session, own Inductor cache)."""
+    with tempfile.TemporaryDirectory(prefix="symfuzz-minify-") as tmp:
+        folder = Path(tmp)
+        script = folder / "repro.py"
+        script.write_text(script_text)
+        extra = {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
+        extra.update(env)
+        runner = ScriptRunner()
+        code, out, seconds, exceeded = runner.run_command(criterion.command(script), folder, extra, timeout,
+                                                          memory_limit_mb)
+        if keep_dir is not None:
+            write_text(keep_dir / "last-query.py", script_text)
+    return QueryOutcome(code, parse_result(out), out, round(seconds, 2), exceeded)
+
+
+@dataclass
+class PassStats:
+    queries: int = 0
+    accepted: int = 0
+    seconds: float = 0.0
+    rejected_not_smaller: int = 0
+    implausible: int = 0
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__, seconds=round(self.seconds, 1))
+
+
+@dataclass
+class Result:
+    original: Subject
+    best: Subject
+    before: dict
+    after: dict
+    queries: int
+    seconds: float
+    passes: dict = field(default_factory=dict)
+    stopped: str = "fixpoint"  # "fixpoint", "budget", "interrupted"
+    original_outcome: Optional[QueryOutcome] = None
+    repro_check: Optional[dict] = None
+    work_dir: Optional[Path] = None
+    repro_path: Optional[Path] = None
+
+    def report(self) -> dict:
+        return {
+            "kind": self.best.kind,
+            "before": self.before,
+            "after": self.after,
+            "queries": self.queries,
+            "seconds": round(self.seconds, 1),
+            "stopped": self.stopped,
+            "passes": {name: s.to_json() for name, s in self.passes.items()},
+            "repro_check": self.repro_check,
+            "repro": str(self.repro_path) if self.repro_path else None,
+        }
+
+
+class OriginalDoesNotFail(Exception):
+    """The subject as given does not show the failure; minifying it would be meaningless."""
+
+
+class Driver:
+    def __init__(self, criterion: Criterion, out_dir: Path, *, budget: float = 600.0, jobs: int = 1,
+                 query_timeout: float = 300.0, env: Optional[dict] = None, memory_limit_mb: Optional[int] = None,
+                 progress: Optional[Callable[[str], None]] = None, max_rounds: int = 8,
+                 repro_path: Optional[Path] = None):
+        self.criterion = criterion
+        self.out_dir = Path(out_dir)
+        self.repro_path = Path(repro_path) if repro_path else self.out_dir / "repro.py"
+        self.budget = budget
+        self.jobs = max(1, jobs)
+        self.query_timeout = query_timeout
+        self.env = dict(env or {})
+        self.memory_limit_mb = memory_limit_mb
+        self.say = progress or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.max_rounds = max_rounds
+        self.queries = 0
+        self.cache: dict[str, bool] = {}  # candidate json -> interesting
+        self.start = 0.0
+
+    # -- queries
+
+    def check(self, subject: Subject) -> QueryOutcome:
+        self.queries += 1
+        return run_query(subject.query_script(), self.criterion, self.query_timeout, self.env, self.memory_limit_mb)
+
+    def _interesting(self, subject: Subject) -> bool:
+        key = json.dumps(subject.to_json(), sort_keys=True, default=str)
+        if key not in self.cache:
+            self.cache[key] = self.criterion.interesting(self.check(subject))
+        return self.cache[key]
+
+    def _out_of_time(self) -> bool:
+        return time.monotonic() - self.start > self.budget
+
+    # -- the loop
+
+    def minify(self, subject: Subject, passes: list[Pass]) -> Result:
+        self.start = time.monotonic()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.say(f"minify: checking that the original fails ({self.criterion.description}) ...")
+        original_outcome = self.check(subject)
+        self.criterion.calibrate(original_outcome)
+        if not self.criterion.interesting(original_outcome):
+            raise OriginalDoesNotFail(self.criterion.explain(original_outcome))
+        result = Result(subject, subject, subject.measure(), subject.measure(), 1, 0.0,
+                        {p.__name__: PassStats() for p in passes}, original_outcome=original_outcome,
+                        work_dir=self.out_dir, repro_path=self.repro_path)
+        self.cache[json.dumps(subject.to_json(), sort_keys=True, default=str)] = True
+        self._save(result)
+        self.say(f"minify: the original fails as expected; {_describe(result.before)}")
+        try:
+            for round_index in range(self.max_rounds):
+                progressed = False
+                for pass_fn in passes:
+                    if self._out_of_time():
+                        result.stopped = "budget"
+                        return self._finish(result)
+                    progressed |= self._run_pass(pass_fn, result)
+                if not progressed:
+                    break
+            return self._finish(result)
+        except KeyboardInterrupt:
+            result.stopped = "interrupted"
+            self._finish(result, check_repro=False)
+            raise
+
+    def _run_pass(self, pass_fn: Pass, result: Result) -> bool:
+        """Run one pass to its own fixpoint; True if it accepted anything."""
+        stats = result.passes[pass_fn.__name__]
+        began = time.monotonic()
+        progressed = False
+        try:
+            restart = True
+            while restart and not self._out_of_time():
+                restart = False
+                current = result.best
+                current_cost = current.cost()
+                batch: list[Subject] = []
+                for candidate in pass_fn(current):
+                    if not candidate.cost() < current_cost:
+                        stats.rejected_not_smaller += 1  # the driver demands progress
+                        continue
+                    if not _plausible(candidate):
+                        stats.implausible += 1  # cheap in-process filter: no query spent
+                        continue
+                    batch.append(candidate)
+                    if len(batch) < self.jobs:
+                        continue
+                    winner = self._first_interesting(batch, stats)
+                    batch = []
+                    if winner is not None:
+                        self._accept(winner, result, stats, pass_fn.__name__)
+                        progressed = restart = True
+                        break
+                    if self._out_of_time():
+                        break
+                else:
+                    if batch:
+                        winner = self._first_interesting(batch, stats)
+                        if winner is not None:
+                            self._accept(winner, result, stats, pass_fn.__name__)
+                            progressed = restart = True
+        finally:
+            stats.seconds += time.monotonic() - began
+        return progressed
+
+    def _first_interesting(self, batch: list[Subject], stats: PassStats) -> Optional[Subject]:
+        before = self.queries
+        if self.jobs == 1 or len(batch) == 1:
+            verdicts = []
+            for candidate in batch:
+                verdicts.append(self._interesting(candidate))
+                if verdicts[-1]:
+                    break
+        else:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                verdicts = list(pool.map(self._interesting, batch))
+        stats.queries += self.queries - before
+        for candidate, interesting in zip(batch, verdicts):
+            if interesting:
+                return candidate
+        return None
+
+    def _accept(self, candidate: Subject, result: Result, stats: PassStats, name: str) -> None:
+        result.best = candidate
+        result.after = candidate.measure()
+        stats.accepted += 1
+        self._save(result)
+        elapsed = time.monotonic() - self.start
+        self.say(f"minify: [{elapsed:5.0f}s, {self.queries} queries] {name}: {_describe(result.after)}")
+
+    def _save(self, result: Result) -> None:
+        result.queries = self.queries
+        result.seconds = time.monotonic() - self.start
+        write_json(self.out_dir / "best.json", {"kind": result.best.kind, "subject": result.best.to_json()})
+        write_text(self.repro_path, self._repro_text(result))
+        os.chmod(self.repro_path, 0o755)
+        write_json(self.out_dir / "report.json", result.report())
+
+    @staticmethod
+    def _repro_text(result: Result) -> str:
+        # The short repro is used once it has been seen to fail the same way;
+        # until then (and if it does not) the judged query script is the repro.
+        check = result.repro_check
+        if check is not None and not check["same_bug"]:
+            return result.best.query_script()
+        return result.best.repro_script()
+
+    def _finish(self, result: Result, check_repro: bool = True) -> Result:
+        if check_repro:
+            self.say("minify: checking the final repro in a fresh process ...")
+            result.repro_check = self._check_repro(result.best)
+            if not result.repro_check["same_bug"]:
+                self.say("minify: the short repro does not show the same failure; repro.py is the full judged script")
+        result.after = result.best.measure()
+        self._save(result)
+        return result
+
+    def _check_repro(self, subject: Subject) -> dict:
+        """Run the user-facing repro fresh: does it still fail the same way?
+        (It is a simpler script than the query script, so it is checked on its own.)"""
+        script = subject.repro_script()
+        outcome = run_query(script, self.criterion, self.query_timeout, self.env, self.memory_limit_mb)
+        self.queries += 1
+        fails = outcome.returncode != 0
+        matches = getattr(subject, "repro_matches", None)
+        same = matches(outcome) if matches is not None and isinstance(self.criterion, _default_criteria()) \
+            else self.criterion.interesting(outcome)
+        short = script != subject.query_script()
+        return {"fails": fails, "same_bug": bool(same), "short": short, "returncode": outcome.returncode,
+                "seconds": outcome.seconds, "output_tail": outcome.output[-1500:]}
+
+
+def _default_criteria() -> tuple:
+    # A short repro prints no signature line; for the signature criteria the
+    # subject itself judges whether it fails the same way. Other criteria
+    # (a regex, an external script) apply to the short repro as they are.
+    from .criteria import AccuracyFailure, SameFailure
+
+    return (SameFailure, AccuracyFailure)
+
+
+def _plausible(subject: Subject) -> bool:
+    check = getattr(subject, "plausible", None)
+    return True if check is None else bool(check())
+
+
+def _describe(measure: dict) -> str:
+    parts = [f"{measure[k]} {k.replace('_', ' ')}" for k in ("ops", "nodes", "calls", "elements", "dynamic_dims")
+             if k in measure]
+    return ", ".join(parts)
+
+
+def format_report(result: Result) -> str:
+    """A short human table of the reduction."""
+    lines = []
+    keys = [k for k in ("ops", "nodes", "calls", "elements", "dynamic_dims") if k in result.before]
+    for key in keys:
+        lines.append(f"  {key.replace('_', ' '):<13} {result.before[key]:>8} -> {result.after[key]}")
+    lines.append(f"  time          {result.seconds:8.1f}s, {result.queries} queries ({result.stopped})")
+    for name, stats in result.passes.items():
+        if stats.queries or stats.accepted:
+            lines.append(f"    {name:<28} {stats.queries:4d} queries {stats.accepted:3d} accepted {stats.seconds:7.1f}s")
+    return "\n".join(lines)

@@ -1,0 +1,130 @@
+"""Entry points: minify a finding folder or a user's script (``symfuzz minify``)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from .criteria import AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
+from .driver import Criterion, Driver, OriginalDoesNotFail, Result
+
+
+class MinifyError(Exception):
+    """A user mistake or an input that cannot be minified; the message says what to do."""
+
+
+@dataclass
+class MinifyOptions:
+    out: Optional[Path] = None  # a repro file (*.py) or a folder; None: next to the input
+    match: Optional[str] = None
+    accuracy: bool = False
+    test: Optional[str] = None  # an external interestingness command
+    budget: float = 600.0
+    jobs: int = 1
+    query_timeout: Optional[float] = None
+    env: Optional[dict] = None  # extra environment for every query (tests plant bugs with it)
+    quiet: bool = False
+
+
+def _criterion(options: MinifyOptions, default: Criterion) -> Criterion:
+    chosen = [flag for flag, on in (("--match", options.match), ("--accuracy", options.accuracy),
+                                    ("--test", options.test)) if on]
+    if len(chosen) > 1:
+        raise MinifyError(f"{' and '.join(chosen)} each say what 'the same bug' is; give one of them")
+    try:
+        if options.match:
+            return ErrorMatches(options.match)
+        if options.test:
+            return ExternalScript(options.test)
+    except ValueError as exc:
+        raise MinifyError(str(exc)) from None
+    if options.accuracy:
+        return AccuracyFailure()
+    return default
+
+
+def _paths(options: MinifyOptions, default_dir: Path) -> tuple[Path, Optional[Path]]:
+    """(work folder, repro file) from --out."""
+    out = options.out
+    if out is None:
+        return default_dir, None
+    if out.suffix == ".py":
+        return out.with_name(out.stem + ".minify"), out
+    return out, None
+
+
+def finding_failure_id(finding) -> str:
+    """What the fresh-process run of a finding's repro reports when it reproduces."""
+    verdict = finding.verdict
+    evidence = verdict.get("evidence") or {}
+    if verdict["symptom"] == "process-death":
+        return f"process-death:{evidence.get('cause')}"
+    if verdict["symptom"] == "timeout":
+        return "timeout"
+    return verdict["signature"]
+
+
+def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
+    from corpus.store import load_findings
+
+    from .case_passes import CASE_PASSES
+    from .case_subject import CaseSubject
+
+    try:
+        findings = load_findings(path)
+    except ValueError as exc:
+        raise MinifyError(str(exc)) from None
+    if len(findings) != 1:
+        raise MinifyError(f"{path} holds {len(findings)} findings; give one finding folder (with finding.json)"
+                          if findings else f"no finding.json under {path}")
+    folder, finding = findings[0]
+    evidence = finding.verdict.get("evidence") or {}
+    timeout = options.query_timeout or (evidence.get("timeout_seconds") if finding.verdict["symptom"] == "timeout"
+                                        else None) or 300.0
+    memory = evidence.get("limit_mb") if evidence.get("cause") == "out-of-memory" else None
+    criterion = _criterion(options, SameFailure(finding_failure_id(finding)))
+    work, repro = _paths(options, folder / "minified")
+    driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
+                    env=options.env, memory_limit_mb=memory, progress=say, repro_path=repro)
+    subject = CaseSubject.from_finding(finding)
+    return _run(driver, subject, CASE_PASSES, f"python {folder / 'repro.py'}")
+
+
+def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
+    from .script import ScriptError, prepare_script
+
+    work, repro = _paths(options, path.with_name(path.stem + ".minified"))
+    timeout = options.query_timeout or 300.0
+    say(f"minify: running {path} to capture its compiled graphs ...")
+    try:
+        subject, passes = prepare_script(path, accuracy=options.accuracy, timeout=timeout, work_dir=work,
+                                         env=options.env)
+    except ScriptError as exc:
+        raise MinifyError(str(exc)) from None
+    criterion = _criterion(options, SameAsOriginal())
+    driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
+                    env=options.env, progress=say, repro_path=repro)
+    return _run(driver, subject, passes, f"python {path}")
+
+
+def _run(driver: Driver, subject, passes, by_hand: str) -> Result:
+    try:
+        return driver.minify(subject, passes)
+    except OriginalDoesNotFail as exc:
+        raise MinifyError(
+            f"the original does not fail as required ({driver.criterion.description}): {exc}.\n"
+            f"Nothing to minify. Check by hand with `{by_hand}`; if it fails in another way, "
+            "say what counts with --match REGEX, --accuracy or --test CMD.") from None
+
+
+def minify_path(path: Path, options: MinifyOptions, say: Optional[Callable[[str], None]] = None) -> Result:
+    say = say or (lambda m: None if options.quiet else print(m, file=sys.stderr, flush=True))
+    if not path.exists():
+        raise MinifyError(f"{path} does not exist; give a finding folder or a failing script.py")
+    if path.is_file() and path.suffix == ".py":
+        return minify_script(path, options, say)
+    if path.is_dir() or path.name == "finding.json":
+        return minify_finding(path, options, say)
+    raise MinifyError(f"{path} is neither a finding folder (with finding.json) nor a Python script (*.py)")

@@ -1,0 +1,134 @@
+"""The minifier's driver on a toy subject (no torch in the queries: fast).
+
+The toy "program" is a set of numbers; its query script fails (like a repro
+with a signature) exactly when the set holds both 3 and 7, so the minimum
+is known: {3, 7}.
+"""
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from minifier.criteria import ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
+from minifier.driver import Driver, OriginalDoesNotFail
+
+QUERY = '''
+import json, sys
+items = {items!r}
+if 3 in items and 7 in items:
+    print("SYMFUZZ-RESULT " + json.dumps({{"ok": False, "symptom": "crash", "signature": "crash-toy"}}))
+    sys.exit(1)
+if {other_bug!r} and 5 in items:
+    print("SYMFUZZ-RESULT " + json.dumps({{"ok": False, "symptom": "crash", "signature": "crash-other"}}))
+    sys.exit(1)
+print("SYMFUZZ-RESULT " + json.dumps({{"ok": True}}))
+'''
+
+
+@dataclass(frozen=True)
+class Toy:
+    items: tuple
+    other_bug: bool = False
+    kind: str = "toy"
+
+    def to_json(self):
+        return {"items": list(self.items)}
+
+    def measure(self):
+        return {"nodes": len(self.items), "elements": sum(self.items)}
+
+    def cost(self):
+        return (len(self.items), sum(self.items))
+
+    def query_script(self):
+        return QUERY.format(items=set(self.items), other_bug=self.other_bug)
+
+    def repro_script(self):
+        return self.query_script()
+
+
+def drop_halves(subject):
+    """ddmin-like: drop chunks, largest first."""
+    n = len(subject.items)
+    size = max(n // 2, 1)
+    while True:
+        for start in range(0, n, size):
+            yield Toy(subject.items[:start] + subject.items[start + size:], subject.other_bug)
+        if size == 1:
+            return
+        size //= 2
+
+
+def grow(subject):
+    """A pass that only proposes bigger candidates: the driver must refuse them unqueried."""
+    yield Toy(subject.items + (100,), subject.other_bug)
+
+
+def driver(tmp_path, criterion=None, jobs=1, name="out"):
+    return Driver(criterion or SameFailure("crash-toy"), tmp_path / name, budget=120, jobs=jobs, query_timeout=30,
+                  progress=lambda message: None)
+
+
+def test_reduces_to_the_known_minimum_and_writes_best_and_report(tmp_path):
+    subject = Toy(tuple(range(12)))
+    result = driver(tmp_path).minify(subject, [grow, drop_halves])
+    assert set(result.best.items) == {3, 7}
+    assert json.loads((tmp_path / "out" / "best.json").read_text())["subject"]["items"] in ([3, 7], [7, 3])
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["before"]["nodes"] == 12 and report["after"]["nodes"] == 2
+    assert report["passes"]["grow"]["rejected_not_smaller"] >= 1
+    assert report["passes"]["grow"]["queries"] == 0
+    assert report["passes"]["drop_halves"]["accepted"] >= 1
+    assert report["queries"] == result.queries > 1
+    assert report["repro_check"]["same_bug"] is True
+
+
+def test_parallel_queries_give_the_same_result(tmp_path):
+    subject = Toy(tuple(range(16)))
+    one = driver(tmp_path, jobs=1, name="one").minify(subject, [drop_halves])
+    two = driver(tmp_path, jobs=3, name="two").minify(subject, [drop_halves])
+    assert one.best == two.best
+
+
+def test_a_different_failure_is_not_the_same_bug(tmp_path):
+    # Dropping 3 or 7 while 5 stays makes it fail as "crash-other": not accepted.
+    subject = Toy((3, 5, 7), other_bug=True)
+    result = driver(tmp_path).minify(subject, [drop_halves])
+    assert set(result.best.items) == {3, 7}
+    matched = driver(tmp_path, ErrorMatches("crash-(toy|other)"), name="re").minify(subject, [drop_halves])
+    assert matched.best.items == (5,)  # any failure matching the regex counts
+
+
+def test_same_as_original_takes_the_failure_from_the_first_run(tmp_path):
+    result = driver(tmp_path, SameAsOriginal()).minify(Toy((1, 3, 7, 9)), [drop_halves])
+    assert set(result.best.items) == {3, 7}
+
+
+def test_external_interestingness_script(tmp_path):
+    script = tmp_path / "interesting.sh"
+    script.write_text('#!/bin/sh\ngrep -q "7 in items" "$1" && ! python "$1" > /dev/null\n')
+    script.chmod(0o755)
+    result = driver(tmp_path, ExternalScript(str(script))).minify(Toy((1, 3, 7, 9)), [drop_halves])
+    assert set(result.best.items) == {3, 7}
+
+
+def test_an_original_that_does_not_fail_is_refused(tmp_path):
+    with pytest.raises(OriginalDoesNotFail, match="did not fail"):
+        driver(tmp_path).minify(Toy((1, 2, 3)), [drop_halves])
+
+
+def test_interrupt_keeps_the_best_so_far(tmp_path):
+    calls = []
+
+    def interrupting(subject):
+        calls.append(subject)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        yield from drop_halves(subject)
+
+    with pytest.raises(KeyboardInterrupt):
+        driver(tmp_path).minify(Toy(tuple(range(8))), [interrupting])
+    best = json.loads((tmp_path / "out" / "best.json").read_text())["subject"]["items"]
+    assert 3 in best and 7 in best and len(best) < 8
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["stopped"] == "interrupted"
