@@ -169,6 +169,27 @@ def plant_unguarded_duck_sizing():
     _drop_shape_guards(lambda expr: bool(equality.match(expr.strip())))
 
 
+def plant_symbolic_lowering_crash():
+    """A compile-time crash: Inductor's lowering of aten.relu raises when a
+    dimension of its input is symbolic. Static-shape compiles of the same
+    program succeed, so only a dynamic compile (a second call at a new size,
+    a mark_dynamic, or dynamic=True) shows it. relu reaches Inductor as
+    aten.relu.default in training and inference graphs alike (AOTAutograd
+    does not decompose it), so any small model with a ReLU can hit it."""
+    import torch
+    import torch._inductor.lowering as lowering
+
+    aten = torch.ops.aten
+    original = lowering.lowerings[aten.relu.default]
+
+    def relu_lowering(x):
+        if any(_is_symbolic(s) for s in x.get_size()):
+            raise RuntimeError(f"planted: relu lowering cannot handle the symbolic size {list(x.get_size())}")
+        return original(x)
+
+    lowering.lowerings[aten.relu.default] = relu_lowering
+
+
 PLANTS = {
     "dropped-comparison-guard": plant_dropped_comparison_guard,
     "unguarded-zero-one": plant_unguarded_zero_one,
@@ -177,6 +198,7 @@ PLANTS = {
     "segfault-cos": plant_segfault_on_cos,
     "hang-sin": plant_hang_on_sin,
     "oom-sigmoid": plant_memory_hog_on_sigmoid,
+    "symbolic-lowering-crash": plant_symbolic_lowering_crash,
 }
 
 if PLANT:
