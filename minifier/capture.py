@@ -310,7 +310,7 @@ class Recorder:
             self.save(record)
             return
         diff = standalone.compare(standalone.snapshot(expected), standalone.snapshot(out),
-                                  lambda: standalone.reference_call(reference, _clone_args(clones)).get("out"))
+                                  lambda: (standalone.reference_call(reference, _clone_args(clones)).get("out") or (None,))[0])
         if diff is not None:
             self._fail(record, "mismatch", symptom=diff["symptom"], detail=f"{diff['path']}: {diff['detail']}")
 

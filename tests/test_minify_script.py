@@ -22,7 +22,7 @@ from minifier.graph_passes import (
     remove_node_chunks,
     shrink_sizes,
 )
-from minifier.graph_subject import GraphSubject, dynamic_dims, input_shape, references
+from minifier.graph_subject import GraphSubject, dynamic_dims, input_shape, references, tensor_expr
 from minifier.script import ScriptError, choose_graph, prepare_script
 
 # Two calls at two batch sizes: the second compile (automatic dynamic) has a symbolic batch dim.
@@ -199,6 +199,18 @@ def test_one_output_sizes_marks_and_values_shrink(dynamic_subject):
     assert [dynamic_dims(c.data) for c in drop_dynamic_marks(dynamic_subject)] == [[]]
     seeded = next(drop_saved_values(dynamic_subject))
     assert "torch.load" not in seeded.repro_script() and "manual_seed" in seeded.repro_script()
+
+
+def test_small_saved_values_are_written_into_the_script_narrowed_to_the_sizes(dynamic_subject):
+    import torch
+
+    saved = next(i for i in dynamic_subject.data["inputs"] if i["name"] == "x")
+    stored = torch.load(saved["values"]["path"], weights_only=True)
+    assert torch.equal(eval(tensor_expr(saved, dynamic_subject.data["symbols"]), {"torch": torch}), stored)
+    assert "torch.load" not in dynamic_subject.repro_script()  # the repro needs no capture files
+    shrunk = next(shrink_sizes(dynamic_subject))
+    x = next(i for i in shrunk.data["inputs"] if i["name"] == "x")
+    assert torch.equal(eval(tensor_expr(x, shrunk.data["symbols"]), {"torch": torch}), stored[:2])
 
 
 def test_query_script_round_trip(dynamic_subject):
