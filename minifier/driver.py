@@ -125,19 +125,25 @@ class Criterion:
 
 
 def run_query(script_text: str, criterion: Criterion, timeout: float, env: dict,
-              memory_limit_mb: Optional[int] = None, keep_dir: Optional[Path] = None) -> QueryOutcome:
-    """Run one candidate script in a fresh process (own session, own Inductor cache)."""
+              memory_limit_mb: Optional[int] = None, cache_dir: Optional[Path] = None) -> QueryOutcome:
+    """Run one candidate script in a fresh process of its own session.
+
+    ``cache_dir`` is the Inductor cache shared by one minify run's queries:
+    the first compile in a fresh process spends most of its ~20 s building
+    C++ artifacts that only depend on the toolchain, and sharing them makes
+    each later query cheaper. Compiled kernels are keyed by their source, so
+    a shared cache cannot mix up two candidates; lanes that must not reuse
+    compiled graphs turn the FX graph cache off themselves.
+    """
     with tempfile.TemporaryDirectory(prefix="symfuzz-minify-") as tmp:
         folder = Path(tmp)
         script = folder / "repro.py"
         script.write_text(script_text)
-        extra = {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
+        extra = {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir or folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
         extra.update(env)
         runner = ScriptRunner()
         code, out, seconds, exceeded = runner.run_command(criterion.command(script), folder, extra, timeout,
                                                           memory_limit_mb)
-        if keep_dir is not None:
-            write_text(keep_dir / "last-query.py", script_text)
     return QueryOutcome(code, parse_result(out), out, round(seconds, 2), exceeded)
 
 
@@ -162,7 +168,7 @@ class Result:
     queries: int
     seconds: float
     passes: dict = field(default_factory=dict)
-    stopped: str = "fixpoint"  # "fixpoint", "budget", "interrupted"
+    stopped: str = "running"  # then "fixpoint", "budget" or "interrupted"
     original_outcome: Optional[QueryOutcome] = None
     repro_check: Optional[dict] = None
     work_dir: Optional[Path] = None
@@ -203,13 +209,15 @@ class Driver:
         self.max_rounds = max_rounds
         self.queries = 0
         self.cache: dict[str, bool] = {}  # candidate json -> interesting
+        self.cache_dir: Optional[Path] = None  # the Inductor cache of this run's queries
         self.start = 0.0
 
     # -- queries
 
     def check(self, subject: Subject) -> QueryOutcome:
         self.queries += 1
-        return run_query(subject.query_script(), self.criterion, self.query_timeout, self.env, self.memory_limit_mb)
+        return run_query(subject.query_script(), self.criterion, self.query_timeout, self.env, self.memory_limit_mb,
+                         self.cache_dir)
 
     def _interesting(self, subject: Subject) -> bool:
         key = json.dumps(subject.to_json(), sort_keys=True, default=str)
@@ -223,6 +231,14 @@ class Driver:
     # -- the loop
 
     def minify(self, subject: Subject, passes: list[Pass]) -> Result:
+        with tempfile.TemporaryDirectory(prefix="symfuzz-minify-cache-") as cache:
+            self.cache_dir = Path(cache)
+            try:
+                return self._minify(subject, passes)
+            finally:
+                self.cache_dir = None
+
+    def _minify(self, subject: Subject, passes: list[Pass]) -> Result:
         self.start = time.monotonic()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.say(f"minify: checking that the original fails ({self.criterion.description}) ...")
@@ -237,7 +253,8 @@ class Driver:
         self._save(result)
         self.say(f"minify: the original fails as expected; {_describe(result.before)}")
         try:
-            for round_index in range(self.max_rounds):
+            result.stopped = "max-rounds"
+            for _ in range(self.max_rounds):
                 progressed = False
                 for pass_fn in passes:
                     if self._out_of_time():
@@ -245,6 +262,7 @@ class Driver:
                         return self._finish(result)
                     progressed |= self._run_pass(pass_fn, result)
                 if not progressed:
+                    result.stopped = "fixpoint"
                     break
             return self._finish(result)
         except KeyboardInterrupt:
@@ -277,7 +295,8 @@ class Driver:
                     winner = self._first_interesting(batch, stats)
                     batch = []
                     if winner is not None:
-                        self._accept(winner, result, stats, pass_fn.__name__)
+                        self._accept(winner, result, stats, pass_fn.__name__, began)
+                        began = time.monotonic()
                         progressed = restart = True
                         break
                     if self._out_of_time():
@@ -286,7 +305,8 @@ class Driver:
                     if batch:
                         winner = self._first_interesting(batch, stats)
                         if winner is not None:
-                            self._accept(winner, result, stats, pass_fn.__name__)
+                            self._accept(winner, result, stats, pass_fn.__name__, began)
+                            began = time.monotonic()
                             progressed = restart = True
         finally:
             stats.seconds += time.monotonic() - began
@@ -309,7 +329,8 @@ class Driver:
                 return candidate
         return None
 
-    def _accept(self, candidate: Subject, result: Result, stats: PassStats, name: str) -> None:
+    def _accept(self, candidate: Subject, result: Result, stats: PassStats, name: str, began: float) -> None:
+        stats.seconds += time.monotonic() - began  # counted so far, so that report.json is current
         result.best = candidate
         result.after = candidate.measure()
         stats.accepted += 1
@@ -348,7 +369,8 @@ class Driver:
         """Run the user-facing repro fresh: does it still fail the same way?
         (It is a simpler script than the query script, so it is checked on its own.)"""
         script = subject.repro_script()
-        outcome = run_query(script, self.criterion, self.query_timeout, self.env, self.memory_limit_mb)
+        outcome = run_query(script, self.criterion, self.query_timeout, self.env, self.memory_limit_mb,
+                            self.cache_dir)
         self.queries += 1
         fails = outcome.returncode != 0
         matches = getattr(subject, "repro_matches", None)
