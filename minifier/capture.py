@@ -86,8 +86,9 @@ class CaptureRun:
 
 
 def run_capture(script: Path, folder: Path, *, accuracy: bool, timeout: float,
-                env: Optional[dict] = None) -> CaptureRun:
-    """Run ``script`` under the recording bootstrap; the records it left."""
+                env: Optional[dict] = None, args: tuple = ()) -> CaptureRun:
+    """Run ``script`` (with ``args``) under the recording bootstrap, from the
+    current directory as ``python script.py`` would be; the records it left."""
     from corpus.replay import (
         ScriptRunner,  # parent side only: symfuzz is importable here
     )
@@ -98,8 +99,8 @@ def run_capture(script: Path, folder: Path, *, accuracy: bool, timeout: float,
     extra = {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
     extra.update(env or {})
     argv = [sys.executable, "-c", BOOTSTRAP, str(Path(__file__).resolve()), str(folder),
-            "1" if accuracy else "0", str(script)]
-    code, out, seconds, _ = ScriptRunner().run_command(argv, script.parent, extra, timeout)
+            "1" if accuracy else "0", str(script), *map(str, args)]
+    code, out, seconds, _ = ScriptRunner().run_command(argv, Path.cwd(), extra, timeout)
     return CaptureRun(folder, load_records(folder), code, out, round(seconds, 2), _read_json(folder / "script.json"))
 
 

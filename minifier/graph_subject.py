@@ -23,6 +23,7 @@ query script, so the repro users get is exactly what was checked.
 
 from __future__ import annotations
 
+import ast
 import copy
 import math
 import re
@@ -455,16 +456,38 @@ def render_marks(data: dict) -> str:
     return "\n".join(lines) if lines else "    # no dims marked dynamic"
 
 
+# The judging code a repro inlines from oracles/standalone.py, by top-level name.
+SIGNATURE_PIECES = ["_VOLATILE", "normalize_message", "signature"]
+ACCURACY_PIECES = ["TOLERANCES", "REF_ERROR_FACTOR", "snapshot", "run_call", "describe_exception",
+                   "exception_stage", "flatten", "compare", "tensors_close", "within_reference", "mismatch_detail",
+                   "to_reference_args", "_as_float64", "Float64Everywhere", "reference_call"]
+
+
 def _judge_source(accuracy: bool) -> str:
-    """Accuracy needs all of standalone.py (compare, fp64 reference); a crash
-    needs only its signature code (message normalization and hashing)."""
-    text = _strip_docstring((ORACLES_DIR / "standalone.py").read_text())
-    if accuracy:
-        return text
-    start, end = text.index("_VOLATILE = ["), text.index("def failure_key(")
-    return "import hashlib\nimport re\n\n" + text[start:end].rstrip() + "\n"
+    """A crash needs only the signature code (message normalization, hashing);
+    accuracy also needs the comparison with eager and the float64 reference."""
+    names = SIGNATURE_PIECES + (ACCURACY_PIECES if accuracy else [])
+    imports = "import hashlib\nimport re\n" + ("import time\n" if accuracy else "")
+    return imports + "\n\n" + "\n\n\n".join(_standalone_pieces(names)) + "\n"
 
 
-def _strip_docstring(text: str) -> str:
-    match = re.match(r'\s*"""(.|\n)*?"""\n', text)
-    return text[match.end():] if match else text
+def _standalone_pieces(names: list[str]) -> list[str]:
+    """Source of top-level assignments, functions and classes of standalone.py, in file order."""
+    text = (ORACLES_DIR / "standalone.py").read_text()
+    lines = text.splitlines()
+    pieces, found = [], set()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+        else:
+            continue
+        if name in names:
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            pieces.append("\n".join(lines[first - 1:node.end_lineno]))
+            found.add(name)
+    missing = set(names) - found
+    if missing:
+        raise RuntimeError(f"oracles/standalone.py no longer defines {sorted(missing)}, which graph repros inline")
+    return pieces

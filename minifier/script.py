@@ -23,14 +23,16 @@ class ScriptError(Exception):
 
 
 def prepare_script(path: Path, *, accuracy: bool, timeout: float, work_dir: Path,
-                   env: Optional[dict] = None) -> tuple[GraphSubject, list]:
+                   env: Optional[dict] = None, args: tuple = ()) -> tuple[GraphSubject, list]:
     """Capture ``path``'s graphs and return (the first failing graph, the passes).
 
-    ``env`` is added to the script's environment (e.g. to plant a bug in
-    tests); give the driver the same ``env`` so that candidates see it too.
+    The script runs as ``python path *args`` from the current directory.
+    ``env`` is added to its environment (e.g. to plant a bug in tests); give
+    the driver the same ``env`` so that candidates see it too. Saved input
+    values stay under ``work_dir``: keep it while the repro may load them.
     """
     script = _check_path(Path(path))
-    run = run_capture(script, Path(work_dir) / "capture", accuracy=accuracy, timeout=timeout, env=env)
+    run = run_capture(script, Path(work_dir) / "capture", accuracy=accuracy, timeout=timeout, env=env, args=args)
     record = choose_graph(run, script, accuracy)
     return GraphSubject.from_record(record, accuracy=accuracy, script=script.name), list(PASSES)
 

@@ -148,9 +148,9 @@ def test_a_script_that_never_compiles_is_explained(tmp_path):
 
 
 def test_a_script_that_fails_before_compiling_is_explained(tmp_path):
-    script = write(tmp_path, "import torch\nraise ValueError('no data file')\n")
-    with pytest.raises(ScriptError, match="failed before it called torch.compile: ValueError: no data file"):
-        prepare_script(script, accuracy=False, timeout=60, work_dir=tmp_path)
+    script = write(tmp_path, "import sys\nimport torch\nraise ValueError(f'no data file {sys.argv[1]}')\n")
+    with pytest.raises(ScriptError, match="failed before it called torch.compile: ValueError: no data file data.bin"):
+        prepare_script(script, accuracy=False, timeout=60, work_dir=tmp_path, args=("data.bin",))
 
 
 # ---------------------------------------------------------------- subject and passes
@@ -214,7 +214,9 @@ def test_small_saved_values_are_written_into_the_script_narrowed_to_the_sizes(dy
 
 
 def test_query_script_round_trip(dynamic_subject):
-    """The rebuilt graph compiles and runs fresh; the shrunk one too, at its new size."""
-    for subject in (dynamic_subject, next(shrink_sizes(dynamic_subject))):
+    """The rebuilt graph compiles and runs fresh; the shrunk one too, at its new
+    size; and the accuracy script (compared with eager) agrees."""
+    shrunk = next(shrink_sizes(dynamic_subject))
+    for subject in (dynamic_subject, shrunk, shrunk.replace(accuracy=True)):
         outcome = run_query(subject.query_script(), SameAsOriginal(), 120, {})
         assert outcome.returncode == 0 and outcome.result == {"ok": True}, outcome.output[-3000:]

@@ -17,8 +17,8 @@ import textwrap
 import pytest
 
 from conftest import planted_env
-from minifier.criteria import SameAsOriginal
-from minifier.driver import Driver
+from minifier.criteria import AccuracyFailure, SameAsOriginal
+from minifier.driver import Driver, run_query
 from minifier.script import prepare_script
 
 pytestmark = pytest.mark.quality
@@ -108,3 +108,30 @@ def test_planted_lowering_crash_in_a_50_node_model_shrinks_to_5_nodes_and_stays_
     for proc in (clean, static):
         code, output = finish(proc)
         assert code == 0 and 'SYMFUZZ-RESULT {"ok": true}' in output, output[-3000:]
+
+
+# abs on a symbolic size is miscompiled (negated) by the abs-symbolic plant; relu is right.
+WRONG_RESULT_SCRIPT = """
+import torch
+
+def f(x, y):
+    return torch.abs(x) * 2 + y.sum(), x.relu()
+
+compiled = torch.compile(f)
+x = torch.randn(6, 4)
+torch._dynamo.mark_dynamic(x, 0)
+print(compiled(x, torch.randn(3))[0].shape)
+"""
+
+
+@pytest.mark.slow  # 3-5 min: Inductor compiles C++ in the capture and in each query
+def test_accuracy_capture_picks_the_graph_that_differs_from_eager(tmp_path):
+    plant = planted_env("abs-symbolic")
+    script = tmp_path / "wrong.py"
+    script.write_text(textwrap.dedent(WRONG_RESULT_SCRIPT))
+    subject, _ = prepare_script(script, accuracy=True, timeout=600, work_dir=tmp_path / "work", env=plant)
+    assert subject.data["origin"]["status"] == "mismatch" and subject.measure()["dynamic_dims"] == 1
+    planted = run_query(subject.query_script(), AccuracyFailure(), 600, plant)
+    assert AccuracyFailure().interesting(planted), planted.output[-3000:]
+    clean = run_query(subject.query_script(), AccuracyFailure(), 600, {})
+    assert clean.returncode == 0 and clean.result == {"ok": True}, clean.output[-3000:]
