@@ -433,6 +433,10 @@ class Campaign:
                 self.minified[sig] = {"error": str(exc)[:500]}
                 self.progress.note(f"minifying {sig}: not possible: {str(exc).splitlines()[0]}")
                 continue
+            except Exception as exc:  # noqa: BLE001 - one finding's trouble must not end the campaign
+                self.minified[sig] = {"error": f"symfuzz internal error: {type(exc).__name__}: {exc}"[:500]}
+                self.progress.note(f"minifying {sig} failed: {type(exc).__name__}: {exc}; please report it")
+                continue
             check = result.repro_check or {}
             self.minified[sig] = {"before": result.before, "after": result.after,
                                             "same_bug": check.get("same_bug"), "repro": str(result.repro_path)}

@@ -320,8 +320,13 @@ def drop_calls(subject: CaseSubject) -> Iterator[CaseSubject]:
     failing = index if isinstance(index, int) and 0 <= index < len(calls) else len(calls) - 1
     keeps = [[failing]] + [[earlier, failing] for earlier in range(failing)]
     keeps += [[i for i in range(len(calls)) if i not in chunk] for chunk in _chunks(len(calls))]
+    # A reuse symptom is about a later call running an earlier call's graph:
+    # the failing call must stay, after at least one other.
+    reuse = subject.verdict.get("symptom") in ("unsound-guard", "excess-recompiles")
     for keep in keeps:
         if not keep or len(keep) == len(calls):
+            continue
+        if reuse and (failing not in keep or keep[0] == failing):
             continue
         new_index = keep.index(failing) if failing in keep else 0
         kept = tuple(calls[i] for i in keep)

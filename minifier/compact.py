@@ -91,8 +91,8 @@ def render_compact(subject) -> Optional[str]:
     """The short script for a CaseSubject, or None when its finding needs the judged repro."""
     lane, verdict, case = subject.lane, subject.verdict, subject.case
     symptom = verdict.get("symptom")
-    if symptom not in COMPACT_SYMPTOMS or lane.get("runner") or lane.get("setup"):
-        return None
+    if symptom not in COMPACT_SYMPTOMS or lane.get("runner") or lane.get("setup") or lane.get("device", "cpu") != "cpu":
+        return None  # the judged repro handles devices, runners and the interpreter
     schedule = case.schedule
     compile_args = f"backend={lane['backend']!r}, dynamic={schedule.dynamic!r}"
     if lane.get("mode"):
@@ -175,5 +175,7 @@ def compact_matches(subject, outcome) -> bool:
         error = (subject.verdict.get("evidence") or {}).get("error") or {}
         name = (error.get("type") or "").rsplit(".", 1)[-1]
         last = [line for line in text.splitlines() if line.strip()][-1:]
-        return bool(name) and bool(last) and name in last[0] and "AssertionError: " not in last[0]
+        # The exception must come out of the compiled call, not out of eager.
+        from_compiled = "actual = compiled(*args)" in text
+        return bool(name) and bool(last) and from_compiled and name in last[0] and "AssertionError: " not in last[0]
     return False

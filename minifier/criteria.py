@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 from .driver import Criterion, QueryOutcome
@@ -32,6 +33,9 @@ class SameFailure(Criterion):
 
     def explain(self, outcome: QueryOutcome) -> str:
         found = outcome.failure_id()
+        if self.failure_id is None:
+            detail = " (exit code 2: eager itself fails on the rebuilt inputs)" if outcome.returncode == 2 else ""
+            return f"it did not fail when run on its own (exit code {outcome.returncode}){detail}"
         if found is None:
             return f"it did not fail (exit code {outcome.returncode}); expected {self.failure_id}"
         return f"it failed differently: {found}, expected {self.failure_id}"
@@ -63,7 +67,11 @@ class ErrorMatches(Criterion):
         self.description = f"failure output matches /{pattern}/"
 
     def interesting(self, outcome: QueryOutcome) -> bool:
-        failed = outcome.returncode != 0 and not outcome.timed_out
+        # Exit 2 (or a result that is not a failure) means the script could not
+        # judge anything, e.g. eager itself raised: never the bug, whatever it printed.
+        failed = outcome.returncode not in (0, 2) and not outcome.timed_out
+        if outcome.result is not None and outcome.result.get("ok") is not False:
+            failed = False
         return failed and self.regex.search(outcome.output) is not None
 
     def explain(self, outcome: QueryOutcome) -> str:
@@ -84,12 +92,17 @@ class AccuracyFailure(Criterion):
 
 class ExternalScript(Criterion):
     def __init__(self, command: str):
-        self.argv = shlex.split(command)
+        try:
+            self.argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"--test {command!r} cannot be split into arguments: {exc}") from None
         if not self.argv:
             raise ValueError("--test needs a command")
-        first = Path(self.argv[0])
-        if first.exists():
-            self.argv[0] = str(first.resolve())
+        # Queries run in temporary folders: paths given relative to here are made absolute.
+        self.argv = [str(Path(a).resolve()) if Path(a).exists() else a for a in self.argv]
+        if shutil.which(self.argv[0]) is None:
+            raise ValueError(f"--test: {self.argv[0]!r} is not an executable file or a command on PATH "
+                             "(for a Python script, write --test 'python check.py')")
         self.description = f"`{command} CANDIDATE.py` exits 0"
 
     def command(self, script: Path) -> list[str]:

@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,7 +126,8 @@ class Criterion:
 
 
 def run_query(script_text: str, criterion: Criterion, timeout: float, env: dict,
-              memory_limit_mb: Optional[int] = None, cache_dir: Optional[Path] = None) -> QueryOutcome:
+              memory_limit_mb: Optional[int] = None, cache_dir: Optional[Path] = None,
+              runner: Optional[ScriptRunner] = None) -> QueryOutcome:
     """Run one candidate script in a fresh process of its own session.
 
     ``cache_dir`` is the Inductor cache shared by one minify run's queries:
@@ -141,7 +143,7 @@ def run_query(script_text: str, criterion: Criterion, timeout: float, env: dict,
         script.write_text(script_text)
         extra = {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir or folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
         extra.update(env)
-        runner = ScriptRunner()
+        runner = runner or ScriptRunner()
         code, out, seconds, exceeded = runner.run_command(criterion.command(script), folder, extra, timeout,
                                                           memory_limit_mb)
     return QueryOutcome(code, parse_result(out), out, round(seconds, 2), exceeded)
@@ -210,14 +212,32 @@ class Driver:
         self.queries = 0
         self.cache: dict[str, bool] = {}  # candidate json -> interesting
         self.cache_dir: Optional[Path] = None  # the Inductor cache of this run's queries
+        self.runners: set = set()  # queries in flight, to kill on Ctrl-C
+        self.lock = threading.Lock()
         self.start = 0.0
 
     # -- queries
 
     def check(self, subject: Subject) -> QueryOutcome:
+        return self._run(subject.query_script())
+
+    def _run(self, script: str) -> QueryOutcome:
         self.queries += 1
-        return run_query(subject.query_script(), self.criterion, self.query_timeout, self.env, self.memory_limit_mb,
-                         self.cache_dir)
+        runner = ScriptRunner()
+        with self.lock:
+            self.runners.add(runner)
+        try:
+            return run_query(script, self.criterion, self.query_timeout, self.env, self.memory_limit_mb,
+                             self.cache_dir, runner)
+        finally:
+            with self.lock:
+                self.runners.discard(runner)
+
+    def _cancel_queries(self) -> None:
+        """Kill every running query (they run in sessions of their own: Ctrl-C does not reach them)."""
+        with self.lock:
+            for runner in self.runners:
+                runner.cancel()
 
     def _interesting(self, subject: Subject) -> bool:
         key = json.dumps(subject.to_json(), sort_keys=True, default=str)
@@ -253,19 +273,23 @@ class Driver:
         self._save(result)
         self.say(f"minify: the original fails as expected; {_describe(result.before)}")
         try:
-            result.stopped = "max-rounds"
+            stopped = "max-rounds"
             for _ in range(self.max_rounds):
                 progressed = False
                 for pass_fn in passes:
                     if self._out_of_time():
-                        result.stopped = "budget"
-                        return self._finish(result)
+                        break
                     progressed |= self._run_pass(pass_fn, result)
-                if not progressed:
-                    result.stopped = "fixpoint"
+                if self._out_of_time():
+                    stopped = "budget"
                     break
+                if not progressed:
+                    stopped = "fixpoint"
+                    break
+            result.stopped = stopped
             return self._finish(result)
         except KeyboardInterrupt:
+            self._cancel_queries()
             result.stopped = "interrupted"
             self._finish(result, check_repro=False)
             raise
@@ -321,8 +345,14 @@ class Driver:
                 if verdicts[-1]:
                     break
         else:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs)
+            try:
                 verdicts = list(pool.map(self._interesting, batch))
+            except BaseException:
+                self._cancel_queries()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
         stats.queries += self.queries - before
         for candidate, interesting in zip(batch, verdicts):
             if interesting:
@@ -351,9 +381,9 @@ class Driver:
         # The short repro is used once it has been seen to fail the same way;
         # until then (and if it does not) the judged query script is the repro.
         check = result.repro_check
-        if check is not None and not check["same_bug"]:
-            return result.best.query_script()
-        return result.best.repro_script()
+        if check is not None and check["same_bug"]:
+            return result.best.repro_script()
+        return result.best.query_script()
 
     def _finish(self, result: Result, check_repro: bool = True) -> Result:
         if check_repro:
@@ -369,14 +399,14 @@ class Driver:
         """Run the user-facing repro fresh: does it still fail the same way?
         (It is a simpler script than the query script, so it is checked on its own.)"""
         script = subject.repro_script()
-        outcome = run_query(script, self.criterion, self.query_timeout, self.env, self.memory_limit_mb,
-                            self.cache_dir)
-        self.queries += 1
+        outcome = self._run(script)
         fails = outcome.returncode != 0
-        matches = getattr(subject, "repro_matches", None)
-        same = matches(outcome) if matches is not None and isinstance(self.criterion, _default_criteria()) \
-            else self.criterion.interesting(outcome)
         short = script != subject.query_script()
+        matches = getattr(subject, "repro_matches", None)
+        if short and matches is not None and isinstance(self.criterion, _default_criteria()):
+            same = matches(outcome)
+        else:
+            same = self.criterion.interesting(outcome)
         return {"fails": fails, "same_bug": bool(same), "short": short, "returncode": outcome.returncode,
                 "seconds": outcome.seconds, "output_tail": outcome.output[-1500:]}
 

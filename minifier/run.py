@@ -63,6 +63,10 @@ def finding_failure_id(finding) -> str:
         return f"process-death:{evidence.get('cause')}"
     if verdict["symptom"] == "timeout":
         return "timeout"
+    confirmation = finding.confirmation or {}
+    if confirmation.get("status") == "different" and confirmation.get("signature"):
+        # Confirmed as failing, in a fresh process, under another signature: that is the bug its repro shows.
+        return confirmation["signature"]
     return verdict["signature"]
 
 
@@ -97,13 +101,13 @@ def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]
 
     work, repro = _paths(options, path.with_name(path.stem + ".minified"))
     timeout = options.query_timeout or 300.0
+    criterion = _criterion(options, SameAsOriginal())  # before the capture: a bad --match fails at once
     say(f"minify: running {path} to capture its compiled graphs ...")
     try:
         subject, passes = prepare_script(path, accuracy=options.accuracy, timeout=timeout, work_dir=work,
                                          env=options.env)
     except ScriptError as exc:
         raise MinifyError(str(exc)) from None
-    criterion = _criterion(options, SameAsOriginal())
     driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
                     env=options.env, progress=say, repro_path=repro)
     return _run(driver, subject, passes, f"python {path}")

@@ -6,6 +6,7 @@ is known: {3, 7}.
 """
 
 import json
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -132,3 +133,109 @@ def test_interrupt_keeps_the_best_so_far(tmp_path):
     best = json.loads((tmp_path / "out" / "best.json").read_text())["subject"]["items"]
     assert 3 in best and 7 in best and len(best) < 8
     assert json.loads((tmp_path / "out" / "report.json").read_text())["stopped"] == "interrupted"
+
+
+def test_match_never_accepts_a_run_that_judged_nothing(tmp_path):
+    """Exit 2 (eager itself failed, nothing judged) is not the bug, whatever its output says."""
+    from minifier.driver import QueryOutcome
+
+    criterion = ErrorMatches("shape .* is invalid")
+    eager_broke = QueryOutcome(2, {"ok": None}, "RuntimeError: shape '[2]' is invalid", 1.0)
+    assert not criterion.interesting(eager_broke)
+    compiled_broke = QueryOutcome(1, {"ok": False, "symptom": "crash"}, "RuntimeError: shape '[2]' is invalid", 1.0)
+    assert criterion.interesting(compiled_broke)
+
+
+def test_external_script_paths_are_resolved_and_checked(tmp_path, monkeypatch):
+    (tmp_path / "check.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.chdir(tmp_path)
+    criterion = ExternalScript(f"{sys.executable} check.py")
+    assert criterion.command(tmp_path / "c.py")[1] == str(tmp_path / "check.py")
+    with pytest.raises(ValueError, match="not an executable"):
+        ExternalScript("no-such-command-xyz --flag")
+
+
+TIMED_QUERY = '''
+import json, sys, time
+items = {items!r}
+time.sleep({delay!r})
+bug = (3 in items and 7 in items) or (2 in items and 9 in items)
+print("SYMFUZZ-RESULT " + json.dumps({{"ok": not bug, "signature": "crash-toy" if bug else None}}))
+sys.exit(1 if bug else 0)
+'''
+
+
+@dataclass(frozen=True)
+class TwoMinima(Toy):
+    """Two different minima, {2, 9} and {3, 7}; candidates that keep 3 and 7
+    answer slowly, so a driver that took the first answer to arrive (not the
+    first candidate in pass order) would end at {2, 9} with several jobs."""
+
+    def query_script(self):
+        delay = 1.5 if (3 in self.items and 7 in self.items) else 0.0
+        return TIMED_QUERY.format(items=set(self.items), delay=delay)
+
+
+def test_the_first_candidate_in_pass_order_wins_not_the_first_to_finish(tmp_path):
+    def drop_front_first(subject):
+        for i in range(len(subject.items)):
+            yield TwoMinima(subject.items[:i] + subject.items[i + 1:])
+
+    subject = TwoMinima((2, 3, 7, 9))
+    one = driver(tmp_path, jobs=1, name="one").minify(subject, [drop_front_first])
+    three = driver(tmp_path, jobs=3, name="three").minify(subject, [drop_front_first])
+    assert one.best == three.best
+    assert set(one.best.items) == {3, 7}  # dropping 2 comes first in pass order
+
+
+SLOW_QUERY = '''
+import os, time
+open({pidfile!r}, "a").write(str(os.getpid()) + "\\n")
+time.sleep(60)
+'''
+
+
+@dataclass(frozen=True)
+class Slow(Toy):
+    pidfile: str = ""
+
+    def query_script(self):
+        if len(self.items) == 3:  # the original fails at once
+            return QUERY.format(items={3, 7}, other_bug=False)
+        return SLOW_QUERY.format(pidfile=self.pidfile)
+
+
+def drop_slowly(subject):
+    for i in range(len(subject.items)):
+        yield Slow(subject.items[:i] + subject.items[i + 1:], pidfile=subject.pidfile)
+
+
+def test_ctrl_c_kills_the_queries_in_flight(tmp_path):
+    """Queries run in sessions of their own (a terminal's Ctrl-C does not reach
+    them), so the driver must kill them itself when interrupted."""
+    import os
+    import signal
+
+    pidfile = tmp_path / "pids"
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 4.0)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            driver(tmp_path, jobs=2).minify(Slow((1, 2, 3), pidfile=str(pidfile)), [drop_slowly])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert pids
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        # A zombie reaped late is fine; a running query is not.
+        state = open(f"/proc/{pid}/stat").read().split()[2]
+        assert state == "Z", f"query {pid} still running after Ctrl-C"
