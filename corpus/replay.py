@@ -121,7 +121,7 @@ def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional
 def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: bool = False) -> ReplayOutcome:
     verdict = finding.verdict
     symptom = verdict["symptom"]
-    result = _result_line(out)
+    result = result_line(out)
     sig = result.get("signature") if result else None
     if result is not None and result.get("ok") is True and code == EXIT_FIXED:
         status = "fixed"
@@ -145,7 +145,8 @@ def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: 
     return ReplayOutcome(status, code, sig, round(seconds, 2), out[-6000:], memory_exceeded)
 
 
-def _result_line(out: str) -> Optional[dict]:
+def result_line(out: str) -> Optional[dict]:
+    """The JSON of a script's last ``SYMFUZZ-RESULT`` line, or None."""
     for line in reversed(out.splitlines()):
         if line.startswith("SYMFUZZ-RESULT "):
             try:

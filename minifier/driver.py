@@ -38,6 +38,7 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from corpus.atomic import write_json, write_text
 from corpus.replay import ScriptRunner
+from corpus.replay import result_line as parse_result
 
 
 class Subject(Protocol):
@@ -93,16 +94,6 @@ class QueryOutcome:
         if self.timed_out:
             return "timeout"
         return None
-
-
-def parse_result(output: str) -> Optional[dict]:
-    for line in reversed(output.splitlines()):
-        if line.startswith("SYMFUZZ-RESULT "):
-            try:
-                return json.loads(line[len("SYMFUZZ-RESULT "):])
-            except json.JSONDecodeError:
-                return None
-    return None
 
 
 class Criterion:
