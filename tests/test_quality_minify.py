@@ -90,3 +90,23 @@ def test_planted_guard_fault_keeps_exactly_the_two_calls_it_needs(tmp_path):
         finding = best.with_case(case, keep.index(best.verdict["call_index"]) if len(keep) == 2 else 0).finding()
         outcome = replay_finding(finding, timeout=300, env_extra=plant)
         assert (outcome.status == "reproduced") == (keep == [0, 1]), (keep, outcome.status, outcome.output_tail[-1500:])
+
+
+@pytest.mark.slow  # a campaign, then a minify run: about 10 minutes on 2 cores
+def test_campaign_minify_shrinks_each_confirmed_finding(tmp_path):
+    from test_campaign import symfuzz
+
+    out = tmp_path / "out"
+    plant = planted_env("abs-symbolic")
+    proc = symfuzz(["--lane", "inductor-cpp", "--max-ops", "6", "--max-cases", "40", "--max-findings", "1",
+                    "--jobs", "2", "--budget", "12m", "--seed", "0", "--out", str(out), "--minify",
+                    "--minify-budget", "6m"], plant, timeout=1800)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    stats = json.loads((out / "stats.json").read_text())
+    (sig, minified), = stats["findings"]["minified"].items()
+    assert minified["same_bug"] is True, minified
+    assert minified["after"]["ops"] <= minified["before"]["ops"]
+    repro = out / "findings" / sig / "minified" / "repro.py"
+    assert str(repro) == minified["repro"]
+    assert run_script(repro, plant, tmp_path).returncode == 1
+    assert run_script(repro, {}, tmp_path).returncode == 0
