@@ -124,13 +124,12 @@ def render_compact(subject) -> Optional[str]:
     out.append("for call, make_inputs in enumerate(CALLS):")
     eager_rejects = symptom == "accepts-invalid"
     if eager_rejects:
-        out += ["    try:",
-                "        expected = fn(*make_inputs())",
+        out += ["    eager_args = make_inputs()",
+                "    try:",
+                "        expected = fn(*eager_args)",
                 "    except Exception as exc:",
-                "        args = make_inputs()",
-                "        result = compiled(*args)",
-                "        raise AssertionError(f\"accepts-invalid at call {call}: compiled returned, eager raised {exc!r}\")",
-                "    eager_args = None"]
+                "        result = compiled(*make_inputs())",
+                "        raise AssertionError(f\"accepts-invalid at call {call}: compiled returned, eager raised {exc!r}\")"]
     else:
         out += ["    eager_args = make_inputs()", "    expected = fn(*eager_args)"]
     out.append("    args = make_inputs()")

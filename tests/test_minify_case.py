@@ -134,3 +134,24 @@ def test_cli_says_how_to_check_by_hand_when_the_finding_does_not_fail(tmp_path):
     assert "does not fail" in proc.stderr and f"python {folder / 'repro.py'}" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert json.loads((folder / "finding.json").read_text())["signature"] == s.verdict["signature"]
+
+
+def test_short_repro_of_accepts_invalid_raises_only_where_compiled_returns(tmp_path):
+    """Call 0 is valid (compared as usual); call 1 makes eager raise: the script must
+    say accepts-invalid there only if compiled returns (on the Dynamo-only lane it raises too)."""
+    case = passes._set_constant(toy_case(sizes=(5, 6)), 1, 1, 4)
+    calls = list(case.schedule.calls)
+    bad = calls[1].args[1]
+    calls[1] = Call((calls[1].args[0], ArgSpec((6, 3), bad.dtype, bad.seed)))
+    from dataclasses import replace
+
+    case = replace(case, schedule=replace(case.schedule, calls=tuple(calls)))
+    s = subject(case, symptom="accepts-invalid", call_index=1)
+    path = tmp_path / "repro.py"
+    path.write_text(render_compact(s))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")})
+    assert proc.returncode == 1
+    assert "accepts-invalid" not in proc.stderr.splitlines()[-1]  # compiled raised as well: not this bug
+    assert "actual = compiled" not in proc.stderr and "result = compiled(*make_inputs())" in proc.stderr
+    assert not compact_matches(s, QueryOutcome(1, None, proc.stderr, 1.0))
