@@ -213,9 +213,9 @@ class Driver:
         return self._run(subject.query_script())
 
     def _run(self, script: str) -> QueryOutcome:
-        self.queries += 1
         runner = ScriptRunner()
         with self.lock:
+            self.queries += 1
             self.runners.add(runner)
         try:
             return run_query(script, self.criterion, self.query_timeout, self.env, self.memory_limit_mb,
@@ -253,7 +253,11 @@ class Driver:
         self.start = time.monotonic()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.say(f"minify: checking that the original fails ({self.criterion.description}) ...")
-        original_outcome = self.check(subject)
+        try:
+            original_outcome = self.check(subject)
+        except KeyboardInterrupt:
+            self._cancel_queries()
+            raise
         self.criterion.calibrate(original_outcome)
         if not self.criterion.interesting(original_outcome):
             raise OriginalDoesNotFail(self.criterion.explain(original_outcome))
