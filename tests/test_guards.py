@@ -194,11 +194,14 @@ def test_schedule_knobs_shrink_with_the_case():
     def has_dynamic_mark(case):
         return any(m.get("mark") == "dynamic" for call in case.schedule.calls for a in call.args for m in a.marks.values())
 
+    # derandomize: the search is the same on every run (a random one sometimes stops
+    # at an op with its size statement, e.g. ``n1 = x0.size(0) * x0.size(1)`` + reshape).
     smallest = find(cases(GenConfig(max_ops=2)), has_dynamic_mark,
-                    settings=settings(max_examples=400, database=None, suppress_health_check=list(HealthCheck)))
+                    settings=settings(max_examples=400, database=None, derandomize=True,
+                                      suppress_health_check=list(HealthCheck)))
     marks = [m for a in smallest.schedule.calls[0].args for m in a.marks.values()]
     assert marks == [{"mark": "dynamic"}]  # one mark, no min/max
-    assert smallest.schedule.config == {} and len(smallest.program.body) <= 1
+    assert smallest.schedule.config == {} and len(smallest.program.ops()) <= 1
 
 
 def test_translation_validation_timeouts_are_kept_apart_not_reported():
