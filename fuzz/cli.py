@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="minify each new confirmed finding (writes FINDING/minified/repro.py)")
     fuzz.add_argument("--minify-budget", type=duration, default=300.0, help="time per finding for --minify (default 5m)")
 
-    minify = sub.add_parser("minify", help="shrink a finding or a failing script into a small repro that stays dynamic")
+    minify = sub.add_parser("minify", help="shrink a finding or a failing script into a small repro that stays dynamic",
+                            epilog="A script's own arguments go after `--`: symfuzz minify crash.py --jobs 2 -- --steps 3")
     minify.add_argument("path", type=Path, help="a finding folder (with finding.json) or a script.py that fails under torch.compile")
     minify.add_argument("--out", type=Path, default=None,
                         help="where the repro goes: a file.py (reports beside it in file.minify/) or a folder "
@@ -88,7 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` belongs to the script being minified (argparse would
+    # let a positional swallow the options before it).
+    script_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
     args = parser.parse_args(argv)
+    args.script_args = tuple(script_args)
+    if script_args and args.command != "minify":
+        parser.error(f"arguments after `--` are only for `symfuzz minify script.py`: {' '.join(script_args)}")
     try:
         return {"fuzz": cmd_fuzz, "lanes": cmd_lanes, "ops": cmd_ops, "replay": cmd_replay,
                 "minify": cmd_minify}[args.command](args)
@@ -247,8 +256,12 @@ def cmd_minify(args) -> int:
 
     if args.budget <= 0:
         raise UsageError("--budget must be positive")
+    script_args = args.script_args
+    if script_args and args.path.suffix != ".py":
+        raise UsageError("arguments after `--` are for a script.py; a finding replays from its JSON alone")
     options = MinifyOptions(out=args.out, match=args.match, accuracy=args.accuracy, test=args.test,
-                            budget=args.budget, jobs=args.jobs, query_timeout=args.timeout, quiet=args.quiet)
+                            budget=args.budget, jobs=args.jobs, query_timeout=args.timeout, quiet=args.quiet,
+                            script_args=script_args)
     try:
         result = minify_path(args.path, options)
     except MinifyError as exc:

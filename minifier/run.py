@@ -25,6 +25,7 @@ class MinifyOptions:
     jobs: int = 1
     query_timeout: Optional[float] = None
     env: Optional[dict] = None  # extra environment for every query (tests plant bugs with it)
+    script_args: tuple = ()  # a script's own command-line arguments
     quiet: bool = False
 
 
@@ -105,12 +106,13 @@ def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]
     say(f"minify: running {path} to capture its compiled graphs ...")
     try:
         subject, passes = prepare_script(path, accuracy=options.accuracy, timeout=timeout, work_dir=work,
-                                         env=options.env)
+                                         env=options.env, args=options.script_args)
     except ScriptError as exc:
         raise MinifyError(str(exc)) from None
     driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
                     env=options.env, progress=say, repro_path=repro)
-    return _run(driver, subject, passes, f"python {path}")
+    by_hand = " ".join(["python", str(path), *options.script_args])
+    return _run(driver, subject, passes, by_hand)
 
 
 def _run(driver: Driver, subject, passes, by_hand: str) -> Result:

@@ -1,0 +1,38 @@
+"""`symfuzz minify script.py -- ARGS`: the script's own arguments reach it, in the capture and in the advice."""
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT, planted_env
+
+SCRIPT = '''
+import sys
+import torch
+
+op = torch.cos if sys.argv[1:] == ["cos"] else torch.sin
+
+def f(x):
+    return op(x) + 1
+
+torch.compile(f, backend="eager")(torch.randn(4, 3))
+'''
+
+
+def run(tmp_path, *args):
+    env = {**os.environ, **planted_env("segfault-cos"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "-m", "fuzz.cli", "minify", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_script_arguments_decide_what_is_captured(tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text(SCRIPT)
+    # The planted bug: the Dynamo-only backend segfaults on a graph with cos.
+    found = run(tmp_path, str(script), "--budget", "3m", "--out", str(tmp_path / "small.py"), "--", "cos")
+    assert found.returncode == 0, found.stderr[-3000:]
+    repro = (tmp_path / "small.py").read_text()
+    assert "torch.cos" in repro and "torch.sin" not in repro
+    without = run(tmp_path, str(script), "--budget", "3m", "--out", str(tmp_path / "other.py"))
+    assert without.returncode == 2 and "Traceback" not in without.stderr
+    assert "graphs captured from crash.py failed" in without.stderr, without.stderr[-2000:]
