@@ -385,12 +385,24 @@ def shrink_sizes(subject: CaseSubject) -> Iterator[CaseSubject]:
                     new = list(values)
                     new[i] = smaller
                     yield subject.with_case(_set_symbol(case, sym, new))
+    # Constant dims of equal size usually have to stay equal (they broadcast or
+    # concatenate together): all of them move at once first, then one at a time.
+    constants: dict[int, list] = {}
     for a, inp in enumerate(case.program.inputs):
         for d, size in enumerate(inp.dims):
             if isinstance(size, int):
-                for smaller in sorted({1, 2, size // 2}):
-                    if smaller < size:
-                        yield subject.with_case(_set_constant(case, a, d, smaller))
+                constants.setdefault(size, []).append((a, d))
+    for size, places in sorted(constants.items(), reverse=True):
+        for smaller in sorted({1, 2, size // 2}):
+            if smaller >= size:
+                continue
+            together = case
+            for a, d in places:
+                together = _set_constant(together, a, d, smaller)
+            yield subject.with_case(together)
+            if len(places) > 1:
+                for a, d in places:
+                    yield subject.with_case(_set_constant(case, a, d, smaller))
 
 
 def _set_symbol(case: Case, sym: str, values: list) -> Case:

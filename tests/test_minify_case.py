@@ -155,3 +155,14 @@ def test_short_repro_of_accepts_invalid_raises_only_where_compiled_returns(tmp_p
     assert "accepts-invalid" not in proc.stderr.splitlines()[-1]  # compiled raised as well: not this bug
     assert "actual = compiled" not in proc.stderr and "result = compiled(*make_inputs())" in proc.stderr
     assert not compact_matches(s, QueryOutcome(1, None, proc.stderr, 1.0))
+
+
+def test_equal_constant_dims_shrink_together():
+    """x0 (s0, 4) + x1 (s0, 4): shrinking one 4 alone breaks the add; both at once does not."""
+    candidates = list(passes.shrink_sizes(subject(toy_case())))
+    together = [c for c in candidates
+                if [i.dims[1] for i in c.case.program.inputs] == [2, 2]
+                and all(a.shape[1] == 2 for call in c.case.schedule.calls for a in call.args)]
+    assert together and together[0].plausible()
+    alone = [c for c in candidates if [i.dims[1] for i in c.case.program.inputs] == [2, 4]]
+    assert alone and not alone[0].plausible()
