@@ -265,12 +265,6 @@ def _chunks(n: int) -> Iterator[list[int]]:
         size = max(size // 2, 1)
 
 
-def _wrap(subject: CaseSubject, case: Optional[Case], call_index="keep") -> Optional[CaseSubject]:
-    if case is None:
-        return None
-    return subject.with_case(case, None if call_index == "keep" else call_index)
-
-
 # ---------------------------------------------------------------- the passes
 
 
@@ -296,9 +290,9 @@ def drop_statements(subject: CaseSubject) -> Iterator[CaseSubject]:
     """Delta debugging over the body: remove chunks of statements."""
     n = len(subject.case.program.body)
     for chunk in _chunks(n):
-        candidate = _wrap(subject, without_nodes(subject.case, chunk))
-        if candidate is not None:
-            yield candidate
+        case = without_nodes(subject.case, chunk)
+        if case is not None:
+            yield subject.with_case(case)
 
 
 def cut_inputs(subject: CaseSubject) -> Iterator[CaseSubject]:

@@ -24,6 +24,8 @@ ACCURACY_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "unsound-guard")
 
 
 class SameFailure(Criterion):
+    reads_result_line = True
+
     def __init__(self, failure_id: str):
         self.failure_id = failure_id
         self.description = f"same failure: {failure_id}"
@@ -84,6 +86,7 @@ class ErrorMatches(Criterion):
 
 class AccuracyFailure(Criterion):
     description = "compiled output differs from eager"
+    reads_result_line = True
 
     def interesting(self, outcome: QueryOutcome) -> bool:
         result = outcome.result or {}

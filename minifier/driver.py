@@ -100,6 +100,10 @@ class Criterion:
     """Decides whether a candidate still shows the bug. Subclasses in ``criteria``."""
 
     description = "?"
+    # True when the verdict comes from the script's SYMFUZZ-RESULT line. A short
+    # repro prints none, so for such criteria the subject judges it instead
+    # (``repro_matches``); a regex or an external script applies to it as it is.
+    reads_result_line = False
 
     def command(self, script: Path) -> list[str]:
         return [sys.executable, str(script)]
@@ -398,21 +402,12 @@ class Driver:
         fails = outcome.returncode != 0
         short = script != subject.query_script()
         matches = getattr(subject, "repro_matches", None)
-        if short and matches is not None and isinstance(self.criterion, _default_criteria()):
+        if short and matches is not None and self.criterion.reads_result_line:
             same = matches(outcome)
         else:
             same = self.criterion.interesting(outcome)
         return {"fails": fails, "same_bug": bool(same), "short": short, "returncode": outcome.returncode,
                 "seconds": outcome.seconds, "output_tail": outcome.output[-1500:]}
-
-
-def _default_criteria() -> tuple:
-    # A short repro prints no signature line; for the signature criteria the
-    # subject itself judges whether it fails the same way. Other criteria
-    # (a regex, an external script) apply to the short repro as they are.
-    from .criteria import AccuracyFailure, SameFailure
-
-    return (SameFailure, AccuracyFailure)
 
 
 def _plausible(subject: Subject) -> bool:

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT, planted_env
+from conftest import planted_env
 
 SCRIPT = '''
 import sys

@@ -85,13 +85,6 @@ def test_reduces_to_the_known_minimum_and_writes_best_and_report(tmp_path):
     assert report["repro_check"]["same_bug"] is True
 
 
-def test_parallel_queries_give_the_same_result(tmp_path):
-    subject = Toy(tuple(range(16)))
-    one = driver(tmp_path, jobs=1, name="one").minify(subject, [drop_halves])
-    two = driver(tmp_path, jobs=3, name="two").minify(subject, [drop_halves])
-    assert one.best == two.best
-
-
 def test_a_different_failure_is_not_the_same_bug(tmp_path):
     # Dropping 3 or 7 while 5 stays makes it fail as "crash-other": not accepted.
     subject = Toy((3, 5, 7), other_bug=True)
