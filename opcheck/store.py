@@ -1,0 +1,242 @@
+"""The xfail store of symfuzz opcheck: which checks are expected to fail on which custom op.
+
+The file format is PyTorch's ``failures_dict.json`` (torch/testing/_internal/optests/
+generate_tests.py), serialized byte for byte the way PyTorch writes it, so one file
+can be read, diffed and reviewed by either tool::
+
+    {"_description": "...", "_version": 1,
+     "data": {"mylib::op": {"test_faketensor": {"comment": "...", "status": "xfail"}}}}
+
+Our own entries use the bare key ``test_<check>``. PyTorch's entries look like
+``TestMyOps.test_faketensor__test_foo`` (one per generated test); they apply to the
+check named after ``test_`` so an existing PyTorch file migrates without edits.
+
+Standard library only: the pytest plugin imports this module and must not import torch.
+"""
+
+import json
+import os
+import re
+import tempfile
+
+CHECKS = (
+    "schema",
+    "autograd_registration",
+    "faketensor",
+    "symbolic_fake",
+    "gradient",
+    "aot_dispatch_dynamic",
+    "inductor_dynamic",
+)
+
+VERSION = 1  # PyTorch's failures_dict version; a different one is not a format we know
+DESCRIPTION = (
+    "symfuzz opcheck xfail store, in PyTorch's failures_dict.json format: "
+    "expected failures of custom-op checks, per operator."
+)
+# "success" is accepted when reading (a natural thing to type) but written as PyTorch's "xsuccess".
+_READ_STATUSES = {"xfail": "xfail", "skip": "skip", "xsuccess": "xsuccess", "success": "xsuccess"}
+_COMMENT_CHARS = 200
+
+
+class StoreError(Exception):
+    """A store file that cannot be read; the message is one line naming the file."""
+
+
+def normalize_op(op):
+    """``mylib::op.default`` -> ``mylib::op``: the default overload is stored under the bare qualname."""
+    return op.removesuffix(".default")
+
+
+def _key(check):
+    if check not in CHECKS:
+        raise ValueError(f"unknown opcheck check {check!r}; expected one of {', '.join(CHECKS)}")
+    return "test_" + check
+
+
+def _migrated(check):
+    """Matches PyTorch's per-test keys for a check: [Class.]test_<check>__<test>[params]."""
+    # The double underscore keeps test_aot_dispatch_dynamic__x from matching another check's prefix.
+    return re.compile(r"(?:[A-Za-z_]\w*\.)?" + re.escape(_key(check)) + "__")
+
+
+def _comment(message):
+    # The first non-blank line: PyTorch's errors often start with a newline.
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    first = lines[0] if lines else "failed"
+    if len(first) > _COMMENT_CHARS:
+        first = first[: _COMMENT_CHARS - 3] + "..."
+    return "symfuzz: " + first
+
+
+class XfailStore:
+    def __init__(self, path, data=None, description=DESCRIPTION):
+        self.path = str(path)
+        self.data = {} if data is None else data  # {op: {test_name: {"comment": str, "status": str}}}
+        self.description = description
+
+    @classmethod
+    def load(cls, path):
+        """Read a store; a missing or empty file is an empty store (written on save)."""
+        path = str(path)
+        try:
+            with open(path, encoding="utf-8") as fp:
+                text = fp.read()
+        except FileNotFoundError:
+            return cls(path)
+        if not text.strip():
+            return cls(path)
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise StoreError(f"{path}: not valid JSON ({e})") from None
+        return cls(path, *_parse(path, obj))
+
+    def _matching(self, op, check):
+        """(exact entry or None, [(name, entry)] of migrated PyTorch-style entries) for one check."""
+        tests = self.data.get(normalize_op(op), {})
+        pattern = _migrated(check)
+        migrated = [(name, tests[name]) for name in sorted(tests) if pattern.match(name)]
+        return tests.get(_key(check)), migrated
+
+    def expected(self, op, check):
+        """(status, comment): status is "xfail", "skip" or "success"."""
+        exact, migrated = self._matching(op, check)
+        if exact is not None:
+            return _public(exact["status"]), exact["comment"]
+        for status in ("skip", "xfail"):
+            for _, entry in migrated:
+                if entry["status"] == status:
+                    return status, entry["comment"]
+        return "success", ""
+
+    def judge(self, op, check, passed):
+        """Outcome of one run: passed, failed, xfailed, xpassed (strict: a failure) or skipped."""
+        status, _ = self.expected(op, check)
+        if status == "skip":
+            return "skipped"
+        if status == "xfail":
+            return "xpassed" if passed else "xfailed"
+        return "passed" if passed else "failed"
+
+    def accept(self, op, check, passed, message=""):
+        """Make the store expect this result; True if anything changed. Skip entries are never touched."""
+        op = normalize_op(op)
+        status, _ = self.expected(op, check)
+        if status == "skip" or (status == "xfail") != passed:
+            return False  # already expected (a failing xfail keeps its comment)
+        tests = self.data.setdefault(op, {})
+        if not passed:
+            entry = tests.setdefault(_key(check), {"comment": "", "status": "xsuccess"})
+            entry["status"] = "xfail"
+            # A comment already there (a human's note on an xsuccess entry) is kept, never overwritten.
+            entry["comment"] = entry["comment"] or _comment(message)
+            return True
+        exact, migrated = self._matching(op, check)
+        entries = ([(_key(check), exact)] if exact is not None else []) + migrated
+        for name, entry in entries:
+            if entry["status"] != "xfail":
+                continue
+            if entry["comment"]:
+                entry["status"] = "xsuccess"  # keep the explanation; xsuccess is the default anyway
+            else:
+                del tests[name]  # PyTorch's convention: a bare xsuccess entry is just removed
+        if not tests:
+            del self.data[op]
+        return True
+
+    def to_text(self):
+        """The exact text of the file, serialized as PyTorch serializes failures_dict.json."""
+        obj = {"_description": self.description, "_version": VERSION, "data": self.data}
+        return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+    def save(self):
+        """Write atomically (temp file in the same directory, then os.replace): readers never see half a file."""
+        directory = os.path.dirname(os.path.abspath(self.path))
+        try:
+            mode = os.stat(self.path).st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o644  # mkstemp's 0600 would hide a file that is meant to be checked in
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".xfail-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fp:
+                fp.write(self.to_text())
+            os.chmod(tmp, mode)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+
+def _public(status):
+    return "success" if status == "xsuccess" else status
+
+
+def _parse(path, obj):
+    """Validate a decoded file; returns (data, description) with statuses normalized."""
+    if not isinstance(obj, dict):
+        raise StoreError(f"{path}: expected a JSON object at top level")
+    unknown = sorted(set(obj) - {"_description", "_version", "data"})
+    if unknown:
+        # Saving would drop them silently, so refuse instead.
+        raise StoreError(f"{path}: unexpected top-level key(s) {', '.join(map(repr, unknown))}")
+    if "data" not in obj:
+        raise StoreError(f"{path}: missing 'data'")
+    if obj.get("_version") != VERSION:
+        raise StoreError(f"{path}: '_version' is {obj.get('_version')!r}, expected {VERSION}")
+    description = obj.get("_description", DESCRIPTION)
+    if not isinstance(description, str):
+        raise StoreError(f"{path}: '_description' must be a string")
+    data = obj["data"]
+    if not isinstance(data, dict):
+        raise StoreError(f"{path}: 'data' must be an object mapping op to tests")
+    for op, tests in data.items():
+        if not isinstance(tests, dict):
+            raise StoreError(f"{path}: op {op!r}: expected an object mapping test name to entry")
+        for test, entry in tests.items():
+            where = f"{path}: op {op!r}, test {test!r}"
+            if not isinstance(entry, dict) or set(entry) != {"comment", "status"}:
+                raise StoreError(f"{where}: expected an object with exactly 'comment' and 'status'")
+            if not isinstance(entry["comment"], str):
+                raise StoreError(f"{where}: 'comment' must be a string")
+            status = entry["status"]
+            if status not in _READ_STATUSES:
+                raise StoreError(f"{where}: unknown status {status!r}; expected xfail, skip or xsuccess")
+            entry["status"] = _READ_STATUSES[status]
+    return data, description
+
+
+def apply_results(path, results):
+    """Accept results into the file at path, safely against other processes doing the same.
+
+    pytest-xdist workers each call this at the end: under an exclusive lock the file is
+    reread from disk, so what another worker wrote in between is kept, not overwritten.
+    """
+    import fcntl  # POSIX only; imported here so the module itself stays importable anywhere
+
+    results = list(results)  # consume a generator before taking the lock
+    # A separate lock file: the store itself is replaced on save, and a lock on a replaced inode locks nothing.
+    with open(str(path) + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            store = XfailStore.load(path)
+            changed = False
+            for op, check, passed, message in results:
+                changed |= store.accept(op, check, passed, message)
+            if changed:
+                store.save()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return store
+
+
+def merge_results(results):
+    """One (op, check, passed, message) per pair: it failed if any worker saw it fail (with that message)."""
+    merged = {}
+    for op, check, passed, message in results:
+        key = (normalize_op(op), check)
+        _key(check)  # reject unknown checks here, not later in accept()
+        if key not in merged or (merged[key][0] and not passed):
+            merged[key] = (passed, message)
+    order = sorted(merged, key=lambda k: (k[0], CHECKS.index(k[1])))
+    return [(op, check, *merged[op, check]) for op, check in order]
