@@ -1,0 +1,1 @@
+"""Custom ops for the opcheck quality tests: ``buggy`` (one bug each), ``correct``."""
