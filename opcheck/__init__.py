@@ -1,1 +1,29 @@
-"""The custom-op checker (issue 5). Not implemented yet: nothing here is public API."""
+"""symfuzz opcheck: a custom-op checker that sweeps shapes from one sample.
+
+``opcheck.check(op, samples)`` runs the checks ``torch.library.opcheck`` runs
+(schema, autograd registration, fake vs real, AOT dispatch with dynamic
+shapes) and adds a shape sweep, a symbolic fake-kernel check, numerical
+gradients and Inductor with dynamic shapes. See ``opcheck.api``.
+
+Importing this package does not import torch: the pytest plugin
+(``opcheck.plugin``) is loaded by every pytest run once symfuzz is installed,
+and must stay cheap. The API is loaded on first use.
+"""
+
+__all__ = ["CHECKS", "Report", "check"]
+
+
+def __getattr__(name):
+    if name == "check":
+        from opcheck.api import check
+
+        return check
+    if name == "Report":
+        from opcheck.report import Report
+
+        return Report
+    if name == "CHECKS":
+        from opcheck.store import CHECKS
+
+        return CHECKS
+    raise AttributeError(f"module 'opcheck' has no attribute {name!r}")

@@ -137,14 +137,17 @@ def _(x):
 
 def _nonzero_rows_setup(ctx, inputs, output):
     (x,) = inputs
-    ctx.shape = x.shape
-    ctx.save_for_backward((x.sum(1) > 0).nonzero().squeeze(1))
+    # Save the mask, not its nonzero() indices: under torch.compile the indices
+    # would be a second data-dependent size that no output carries, which
+    # Dynamo refuses (PendingUnbackedSymbolNotFound).
+    ctx.save_for_backward(x.sum(1) > 0)
 
 
 def _nonzero_rows_backward(ctx, grad):
-    # The selected rows get their gradient back; the others get zero.
-    (rows,) = ctx.saved_tensors
-    return grad.new_zeros(ctx.shape).index_copy(0, rows, grad)
+    # The selected rows get their gradient back, in order; the others get zero.
+    (mask,) = ctx.saved_tensors
+    full = mask.unsqueeze(1).expand(mask.shape[0], grad.shape[1])
+    return grad.new_zeros(full.shape).masked_scatter(full, grad)
 
 
 nonzero_rows.register_autograd(

@@ -1,0 +1,137 @@
+"""Autograd checks: is autograd registered where it must be, and are gradients right?
+
+``autograd_registration`` makes the floating inputs require grad (an
+author's sample usually doesn't, and then ``torch.library.opcheck`` skips the
+check), runs PyTorch's registration check, then runs a backward: a custom op
+without ``register_autograd`` gives outputs that require grad and a backward
+that raises.
+
+``gradient`` compares the registered backward with numerical gradients
+(``torch.autograd.gradcheck``), in float64 where the op accepts it, on small
+inputs of the swept shapes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd.gradcheck import GradcheckError
+from torch.testing._internal.optests.autograd_registration import (
+    autograd_registration_check,
+)
+
+from opcheck.checks.common import (
+    Problem,
+    differentiable_outputs,
+    first_line,
+    float_slots,
+    run_real,
+)
+from opcheck.inputs import Case
+from opcheck.variants import REJECTED
+
+_MISSING = ("no autograd formula", "autograd kernel was not registered", "does not have an autograd",
+            "Autograd has not been implemented", "derivative for", "not implemented")
+
+
+def weighted_sum(outputs, seed=0):
+    """A scalar that weighs every output element differently, so a gradient
+    that is wrong by a permutation or a constant factor shows."""
+    g = torch.Generator().manual_seed(seed)
+    total = 0
+    for out in outputs:
+        w = torch.rand(out.shape, generator=g, dtype=torch.float64).to(out.dtype) + 0.5
+        total = total + (out * w).sum()
+    return total
+
+
+class AutogradRegistrationCheck:
+    name = "autograd_registration"
+
+    def __init__(self, op):
+        self.op = op
+
+    def applies(self, template) -> bool:
+        return bool(float_slots(template))
+
+    def __call__(self, case: Case):
+        grads = float_slots(case.template)
+        real = run_real(self.op, case, requires_grad=grads)
+        if real is REJECTED:
+            return REJECTED
+        args, kwargs, out = real
+        try:
+            autograd_registration_check(self.op, args, kwargs)
+        except AssertionError as exc:
+            return Problem("autograd-not-at-autograd-key", first_line(exc, 600))
+        except (RuntimeError, NotImplementedError):
+            pass  # no input requires grad, or an unsupported device: nothing to check here
+        outs = [o for o in differentiable_outputs(out) if o.requires_grad]
+        if not outs:
+            return None  # not differentiable (integer outputs, or detached on purpose)
+        inputs = [a for a in _tensors(args, kwargs) if a.requires_grad]
+        try:
+            torch.autograd.grad(weighted_sum(outs), inputs, allow_unused=True)
+        except RuntimeError as exc:
+            if any(m.lower() in str(exc).lower() for m in _MISSING):
+                return Problem("missing-autograd", "outputs require grad but backward fails: " + first_line(exc)
+                               + "\nregister a backward with torch.library.register_autograd (or make the op "
+                               "non-differentiable on purpose: mark outputs non-differentiable)")
+            return Problem("backward-raised", "backward raised: " + first_line(exc))
+        return None
+
+
+def _tensors(args, kwargs):
+    import torch.utils._pytree as pytree
+
+    return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs))) if isinstance(x, torch.Tensor)]
+
+
+class GradientCheck:
+    name = "gradient"
+
+    def __init__(self, op):
+        self.op = op
+
+    def applies(self, template) -> bool:
+        return bool(float_slots(template))
+
+    def __call__(self, case: Case):
+        grads = float_slots(case.template)
+        if run_real(self.op, case) is REJECTED:
+            return REJECTED
+        to64 = {d: "float64" for d in ("float32", "float16", "bfloat16")}
+        precise = run_real(self.op, case, dtype_map=to64) is not REJECTED
+        args, kwargs = case.build(requires_grad=grads, dtype_map=to64 if precise else None)
+        flat = _tensors(args, kwargs)
+        diff_inputs = [t for t in flat if t.requires_grad]
+        if not diff_inputs:
+            return None
+        import torch.utils._pytree as pytree
+
+        leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
+        slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor) and leaf.requires_grad]
+
+        def fn(*tensors):
+            new = list(leaves)
+            for i, t in zip(slots, tensors):
+                new[i] = t
+            a, k = pytree.tree_unflatten(new, spec)
+            return tuple(differentiable_outputs(self.op(*a, **k)))
+
+        with torch.no_grad():
+            if not fn(*diff_inputs):
+                return None
+        tol = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3} if precise else {"eps": 1e-2, "atol": 5e-2, "rtol": 5e-2}
+        try:
+            torch.autograd.gradcheck(fn, tuple(diff_inputs), check_undefined_grad=False, check_batched_grad=False,
+                                     nondet_tol=1e-12, **tol)
+        except GradcheckError as exc:
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            return Problem("wrong-gradient", "the registered backward disagrees with numerical gradients"
+                           + ("" if precise else " (float32: the op rejects float64)") + ":\n"
+                           + "\n".join(lines[:12]))
+        except RuntimeError as exc:
+            if any(m.lower() in str(exc).lower() for m in _MISSING):
+                return None  # autograd_registration reports a missing backward
+            return Problem("backward-raised", "backward raised: " + first_line(exc))
+        return None

@@ -1,0 +1,314 @@
+"""Fake (meta) kernel checks: fake vs real at concrete sizes, and with symbolic sizes.
+
+``faketensor`` runs the fake kernel on FakeTensors with the input's concrete
+sizes and compares every output's shape, dtype, device and strides with the
+real kernel's. The ShapeEnv refuses scalar outputs, so ``.item()`` and
+friends in a fake kernel raise: a fake kernel must never read data, while
+``ctx.new_dynamic_size()`` (which needs no data) still works.
+
+``symbolic_fake`` runs it with every dim symbolic and equal sizes sharing a
+symbol (as Dynamo does with ``dynamic=True``), then reports the guards it installed, fails on guards that
+pin a size, checks that the sizes it returns evaluate to the real ones, and
+that an output size that depends on the input *values* is an unbacked size.
+"""
+
+from __future__ import annotations
+
+import re
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    ShapeEnv,
+    StatelessSymbolicContext,
+    free_unbacked_symbols,
+)
+
+from opcheck.checks.common import Problem, first_line, run_real, tensor_leaves
+from opcheck.inputs import Case, TensorInput
+from opcheck.variants import REJECTED
+
+_READS_DATA = re.compile(
+    r"DataDependentOutputException|GuardOnDataDependentSymNode|data.?ptr|local_scalar_dense|\.item\(\)|"
+    r"numpy|tolist|Cannot access (data|storage)|data-dependent",
+    re.IGNORECASE,
+)
+_NO_FAKE = re.compile(r"no fake impl|no abstract impl|UnsupportedOperatorException|register_fake", re.IGNORECASE)
+
+
+def _source(n: int):
+    from torch._dynamo.source import LocalSource
+
+    return LocalSource(f"x{n}")
+
+
+def fake_inputs(mode: FakeTensorMode, args, kwargs, *, symbolic: bool):
+    counter = iter(range(10**6))
+
+    def convert(t):
+        n = next(counter)
+        if symbolic and t.dim():
+            ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DUCK] * t.dim())
+            return mode.from_tensor(t, source=_source(n), symbolic_context=ctx)
+        return mode.from_tensor(t, static_shapes=True, source=_source(n))
+
+    return pytree.tree_map_only(torch.Tensor, convert, (tuple(args), dict(kwargs)))
+
+
+def run_fake(op, case: Case, *, symbolic: bool):
+    """(output or a Problem when the fake kernel raises, shape_env, guards
+    that the op call itself installed)."""
+    shape_env = ShapeEnv(allow_scalar_outputs=False)
+    mode = FakeTensorMode(shape_env=shape_env)
+    args, kwargs = case.build()
+    with torch.no_grad():
+        fargs, fkwargs = fake_inputs(mode, args, kwargs, symbolic=symbolic)
+        before = len(shape_env.guards)
+        try:
+            with mode:
+                out = op(*fargs, **fkwargs)
+        except Exception as exc:  # noqa: BLE001 - the fake kernel failing where the real one works is the finding
+            return classify_fake_error(exc), shape_env, []
+    return out, shape_env, shape_env.guards[before:]
+
+
+def classify_fake_error(exc: BaseException) -> Problem:
+    text = f"{type(exc).__name__}: {exc}"
+    if _NO_FAKE.search(text):
+        return Problem("no-fake-kernel", "the op has no fake (meta) kernel: " + first_line(exc)
+                       + "\nregister one with torch.library.register_fake")
+    if type(exc).__name__ == "DynamicOutputShapeException":
+        return Problem("fake-raised", "the fake kernel raised DynamicOutputShapeException: an output size depends on "
+                       "the data; build it with torch.library.get_ctx().new_dynamic_size()")
+    if _READS_DATA.search(text):
+        return Problem("fake-reads-data", "the fake kernel reads tensor data (" + first_line(exc, 200) + ").\n"
+                       "A fake kernel sees no data: compute sizes from shapes, or use "
+                       "torch.library.get_ctx().new_dynamic_size() for data-dependent sizes")
+    return Problem("fake-raised", "the fake kernel raised where the real kernel succeeded: " + first_line(exc))
+
+
+def _value(s):
+    """An int for a concrete or backed size, None for an unbacked one."""
+    if isinstance(s, torch.SymInt):
+        if free_unbacked_symbols(s.node.expr):
+            return None
+        hint = s.node.hint
+        return int(hint) if hint is not None else None
+    return int(s)
+
+
+def compare_outputs(real, fake, *, skip_dims=frozenset(), symbolic=False) -> Problem | None:
+    where = "the symbolic fake kernel" if symbolic else "the fake kernel"
+    rl, fl = tensor_leaves(real), tensor_leaves(fake)
+    if len(rl) != len(fl):
+        return Problem("wrong-output-count", f"{where} returned {len(fl)} outputs, the real kernel {len(rl)}")
+    for (path, r), (_, f) in zip(rl, fl):
+        if isinstance(r, torch.Tensor) != isinstance(f, torch.Tensor):
+            return Problem("wrong-output-type", f"{path}: {where} returned {type(f).__name__}, the real kernel {type(r).__name__}")
+        if not isinstance(r, torch.Tensor):
+            continue
+        if r.dtype != f.dtype:
+            return Problem("wrong-dtype", f"{path}: {where} returned dtype {f.dtype}, the real kernel {r.dtype}")
+        if r.device.type != f.device.type:
+            return Problem("wrong-device", f"{path}: {where} returned device {f.device}, the real kernel {r.device}")
+        fshape = [_value(s) for s in f.shape]
+        if len(fshape) != r.dim() or any(
+            fs is not None and fs != rs and (path, d) not in skip_dims for d, (fs, rs) in enumerate(zip(fshape, r.shape))
+        ):
+            shown = [s if v is None else v for s, v in zip(f.shape, fshape)]
+            return Problem("wrong-shape", f"{path}: {where} returned shape {_fmt(shown)}, the real kernel {list(r.shape)}")
+        if None in fshape or r.numel() == 0 or any((path, d) in skip_dims for d in range(r.dim())):
+            continue
+        fstride = [_value(s) for s in f.stride()]
+        bad = [d for d in range(r.dim()) if r.shape[d] > 1 and fstride[d] is not None and fstride[d] != r.stride(d)]
+        if bad:
+            return Problem("wrong-strides", f"{path}: {where} returned strides {fstride}, the real kernel {list(r.stride())} "
+                           f"(shape {list(r.shape)})")
+    return None
+
+
+def _fmt(shape):
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+class DataDependence:
+    """Which output dims change with the input *values* at fixed input shapes.
+
+    Runs the real kernel again on redrawn values, and on inputs filled with the
+    low and the high end of the sample's range (a filter like ``x[x > 0]``
+    then returns nothing and everything)."""
+
+    def __init__(self, op):
+        self.op = op
+        self.memo: dict = {}
+
+    def dims(self, case: Case, real_out) -> dict:
+        """{(path, dim): [sizes seen]} for dims that varied."""
+        key = case.key()
+        if key in self.memo:
+            return self.memo[key]
+        seen: dict = {}
+        for path, leaf in tensor_leaves(real_out):
+            if isinstance(leaf, torch.Tensor):
+                for d, size in enumerate(leaf.shape):
+                    seen[(path, d)] = [int(size)]
+        specs = case.tensor_inputs()
+        redraws = [
+            [_reseed(s, 7919 + k) for s in specs] for k in range(2)
+        ] + [[_fill(s, "lo") for s in specs], [_fill(s, "hi") for s in specs]]
+        for inputs in redraws:
+            outcome = run_real(self.op, case.template.case(inputs))
+            if outcome is REJECTED:
+                continue
+            for path, leaf in tensor_leaves(outcome[2]):
+                if isinstance(leaf, torch.Tensor):
+                    for d, size in enumerate(leaf.shape):
+                        if (path, d) in seen and int(size) not in seen[(path, d)]:
+                            seen[(path, d)].append(int(size))
+        varied = {k: v for k, v in seen.items() if len(v) > 1}
+        self.memo[key] = varied
+        return varied
+
+
+def _reseed(spec: TensorInput, seed: int) -> TensorInput:
+    return TensorInput(spec.shape, spec.dtype, spec.layout, spec.lo, spec.hi, spec.seed + seed, False)
+
+
+def _fill(spec: TensorInput, end: str) -> TensorInput:
+    v = spec.lo if end == "lo" else spec.hi
+    return TensorInput(spec.shape, spec.dtype, spec.layout, v, v, spec.seed, False)
+
+
+# ------------------------------------------------------------------ judges
+
+
+class FakeTensorCheck:
+    name = "faketensor"
+
+    def __init__(self, op, dependence: DataDependence):
+        self.op, self.dependence = op, dependence
+
+    def __call__(self, case: Case):
+        real = run_real(self.op, case)
+        if real is REJECTED:
+            return REJECTED
+        out, _, _ = run_fake(self.op, case, symbolic=False)
+        if isinstance(out, Problem):
+            return out
+        # Sizes that depend on values are symbolic_fake's business (it
+        # checks they are unbacked); here they only must not be compared.
+        skip = self.dependence.dims(case, real[2])
+        return compare_outputs(real[2], out, skip_dims=set(skip))
+
+
+class SymbolicFakeCheck:
+    name = "symbolic_fake"
+
+    def __init__(self, op, dependence: DataDependence, *, compare_sizes: bool = True):
+        self.op, self.dependence = op, dependence
+        # False when faketensor already failed: wrong sizes and a raising fake
+        # kernel are its finding; this check then looks only at guards and
+        # data-dependent sizes.
+        self.compare_sizes = compare_sizes
+        self.notes: list[str] = []
+
+    def __call__(self, case: Case):
+        real = run_real(self.op, case)
+        if real is REJECTED:
+            return REJECTED
+        out, shape_env, guards = run_fake(self.op, case, symbolic=True)
+        varied = self.dependence.dims(case, real[2])
+        if isinstance(out, Problem):
+            if not self.compare_sizes:
+                return None  # faketensor failed and reports why the fake kernel raises
+            if out.kind == "fake-raised":
+                return Problem("symbolic-fake-raised", "with symbolic sizes, " + out.message)
+            return out
+        fleaves = dict(tensor_leaves(out))
+        for (path, d), sizes in varied.items():
+            f = fleaves.get(path)
+            if not isinstance(f, torch.Tensor) or d >= f.dim():
+                continue
+            size = f.shape[d]
+            if not (isinstance(size, torch.SymInt) and free_unbacked_symbols(size.node.expr)):
+                return Problem(
+                    "data-dependent-size-not-unbacked",
+                    f"{path} dim {d} depends on the input values (the real kernel gave sizes {sizes} for the same "
+                    f"input shapes) but the fake kernel returned {_pretty(size, shape_env)}, which is not an unbacked "
+                    f"size.\nUse torch.library.get_ctx().new_dynamic_size() for it.",
+                )
+        pinning, others = [], []
+        for guard in guards:
+            if not _about_input_sizes(guard.expr, shape_env):
+                continue  # about strides or a view's base: how the input was laid out, not the op's logic
+            (pinning if _pins_a_size(guard.expr, shape_env) else others).append(_pretty(guard.expr, shape_env))
+        if pinning:
+            return Problem(
+                "specializes",
+                "the fake kernel specializes on sizes: it installed guard(s) " + "; ".join(pinning)
+                + ".\nUnder torch.compile every new size recompiles. Keep sizes symbolic (no int(), no Python "
+                "branches on sizes; use torch._check for constraints).",
+            )
+        for text in others:
+            note = f"the fake kernel installs guard {text}"
+            if note not in self.notes:
+                self.notes.append(note)
+        if not self.compare_sizes:
+            return None
+        return compare_outputs(real[2], out, skip_dims=set(varied), symbolic=True)
+
+
+_SIZE_SOURCE = re.compile(r"^L\['x\d+'\]\.size\(\)\[\d+\]$")
+
+
+def _about_input_sizes(expr, shape_env) -> bool:
+    sources = getattr(shape_env, "var_to_sources", {})
+    for sym in expr.free_symbols:
+        names = [s.name for s in sources.get(sym, [])]
+        if names and not any(_SIZE_SOURCE.match(n) for n in names):
+            return False
+    return True
+
+
+def _hints(shape_env) -> dict:
+    values = getattr(shape_env, "backed_var_to_val", None)
+    if values is None:
+        values = shape_env.var_to_val
+    return {s: sympy.Integer(v) for s, v in values.items()}
+
+
+def _pins_a_size(expr, shape_env) -> bool:
+    """Does a guard on one size rule out every one of several nearby larger
+    values? Eq(s0, 4) and s0 <= 4 do; s0 > 1, Ne(s0, 0), Eq(Mod(s0, 2), 0)
+    and Eq(s0, s1) don't. A heuristic for "specializes", not a proof; other guards are
+    reported as notes."""
+    hints = _hints(shape_env)
+    if len(expr.free_symbols) != 1:
+        return False  # a relation between sizes (equal inner dims, broadcasting) is a constraint, not a pin
+    for sym in expr.free_symbols:
+        if sym not in hints:
+            continue
+        h = int(hints[sym])
+        excluded = 0
+        for value in (h + 1, h + 2, h + 3, 2 * h + 1):
+            truth = expr.xreplace({**hints, sym: sympy.Integer(value)})
+            if truth in (sympy.false, False):
+                excluded += 1
+        if excluded == 4:
+            return True
+    return False
+
+
+def _pretty(expr, shape_env) -> str:
+    """Show sizes by source: x0.size(1) rather than s40."""
+    text = str(expr.node.expr if isinstance(expr, torch.SymInt) else expr)
+    names = {}
+    for sym, sources in getattr(shape_env, "var_to_sources", {}).items():
+        if sources:
+            name = re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.size(\2)", sources[0].name)
+            name = re.sub(r"L\['(\w+)'\]\.stride\(\)\[(\d+)\]", r"\1.stride(\2)", name)
+            names[str(sym)] = name
+    return re.sub(r"\b[su]\d+\b", lambda m: names.get(m.group(0), m.group(0)), text)

@@ -1,0 +1,42 @@
+"""Schema check: does the op mutate or alias only what its schema declares?
+
+Runs the real kernel under PyTorch's SchemaCheckMode, which compares inputs
+before and after the call and checks output storages against the schema's
+alias annotations. Layout variants matter here: ``x.reshape(-1)`` aliases a
+contiguous input and copies a transposed one.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._subclasses.schema_check_mode import SchemaCheckMode
+
+from opcheck.checks.common import Problem, first_line, run_real
+from opcheck.inputs import Case
+from opcheck.variants import REJECTED
+
+
+class SchemaCheck:
+    name = "schema"
+
+    def __init__(self, op):
+        self.op = op
+
+    def __call__(self, case: Case):
+        if run_real(self.op, case) is REJECTED:
+            return REJECTED
+        args, kwargs = case.build()
+        try:
+            with torch.no_grad(), SchemaCheckMode():
+                self.op(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - SchemaCheckMode reports by raising
+            text = str(exc)
+            schema = str(self.op._schema)
+            if "not defined as mutable but was mutated" in text:
+                return Problem("undeclared-mutation", f"{first_line(exc)}\nschema: {schema}\n"
+                               "declare it (Tensor(a!) / mutates_args=...) or stop writing to the input")
+            if "alias" in text:
+                return Problem("undeclared-alias", f"{first_line(exc)}\nschema: {schema}\n"
+                               "return a new tensor (e.g. .clone()) or declare the alias (Tensor(a) -> Tensor(a))")
+            return Problem("schema-check-error", first_line(exc))
+        return None

@@ -1,0 +1,226 @@
+"""Inputs for an op: the user's sample, and variants rebuilt from specs.
+
+A *template* remembers a sample's structure (pytree of args and kwargs) and,
+for each tensor leaf, its shape, dtype, device and value range. A *case* is
+one concrete input: either the sample itself, or a tuple of ``TensorInput``
+specs (shape, dtype, layout, values drawn from the sample's range with a
+seed) that ``build`` turns into fresh tensors. Specs are plain data, so a
+failing case can be printed, stored as JSON and rebuilt by the repro snippet
+with the same ``make`` function (``MAKE_SOURCE``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+import torch
+import torch.utils._pytree as pytree
+
+LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
+
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+INT_DTYPES = ("int64", "int32", "int16", "uint8")
+
+# The repro snippets inline this function's source, so it must stay
+# self-contained (torch only) and match make_tensor below exactly.
+MAKE_SOURCE = '''\
+def make(shape, dtype, layout="contiguous", lo=-1.0, hi=1.0, seed=0, requires_grad=False):
+    """A tensor of `shape` with values in [lo, hi], laid out as asked."""
+    g = torch.Generator().manual_seed(seed)
+    base = list(shape)
+    if layout == "transposed" and len(shape) >= 2:
+        base[-1], base[-2] = base[-2], base[-1]
+    elif layout == "sliced" and len(shape) >= 1:
+        base[-1] = 2 * base[-1] + 1
+    elif layout == "expanded" and len(shape) >= 1:
+        base[0] = 1
+    if dtype.is_floating_point:
+        t = torch.empty(base, dtype=torch.float64).uniform_(lo, hi, generator=g).to(dtype)
+    elif dtype == torch.bool:
+        t = torch.randint(0, 2, base, generator=g).bool()
+    else:
+        t = torch.randint(int(lo), int(hi) + 1, base, generator=g).to(dtype)
+    if layout == "transposed" and len(shape) >= 2:
+        t = t.transpose(-1, -2)
+    elif layout == "sliced" and len(shape) >= 1:
+        t = t[..., 1::2]
+    elif layout == "expanded" and len(shape) >= 1:
+        t = t.expand(*shape)
+    return t.requires_grad_() if requires_grad else t
+'''
+
+_namespace: dict = {"torch": torch}
+exec(MAKE_SOURCE, _namespace)  # noqa: S102 - our own constant source, shared with the snippets
+make = _namespace["make"]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def to_dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+@dataclass(frozen=True)
+class TensorInput:
+    shape: tuple
+    dtype: str
+    layout: str = "contiguous"
+    lo: float = -1.0
+    hi: float = 1.0
+    seed: int = 0
+    requires_grad: bool = False
+
+    def build(self, device="cpu") -> torch.Tensor:
+        t = make(tuple(self.shape), to_dtype(self.dtype), self.layout, self.lo, self.hi, self.seed)
+        if device != "cpu":
+            t = _same_layout_on(t, device)
+        if self.requires_grad:
+            # detach() keeps the strides, so the leaf keeps the layout.
+            t = t.detach().requires_grad_()
+        return t
+
+    def describe(self) -> str:
+        text = f"{self.dtype}{list(self.shape)}"
+        if self.layout != "contiguous":
+            text += f" {self.layout}"
+        if self.requires_grad:
+            text += " requires_grad"
+        return text
+
+    def code(self) -> str:
+        rg = ", requires_grad=True" if self.requires_grad else ""
+        return (f"make({tuple(self.shape)!r}, torch.{self.dtype}, {self.layout!r}, "
+                f"{self.lo!r}, {self.hi!r}, seed={self.seed}{rg})")
+
+
+def _same_layout_on(t: torch.Tensor, device) -> torch.Tensor:
+    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
+    return out.copy_(t)
+
+
+@dataclass(frozen=True)
+class TensorSlot:
+    """A tensor leaf of the sample: what variants keep and what they vary."""
+
+    shape: tuple
+    dtype: str
+    device: str
+    lo: float
+    hi: float
+    requires_grad: bool
+    mutable: bool  # the schema says the op writes to it: never expanded, never requires grad
+
+
+def value_range(t: torch.Tensor) -> tuple[float, float]:
+    """The sample's value range, so variants stay in the op's domain
+    (indices stay in bounds, logs stay positive)."""
+    t = t.detach()
+    if t.numel() == 0:
+        return (-1.0, 1.0) if t.dtype.is_floating_point else (0.0, 1.0)
+    if t.dtype == torch.bool:
+        return (0.0, 1.0)
+    if t.dtype.is_complex:
+        t = t.real
+    values = t.to(torch.float64)
+    finite = values[torch.isfinite(values)]
+    if finite.numel() == 0:
+        return (-1.0, 1.0)
+    lo, hi = float(finite.min()), float(finite.max())
+    if not t.dtype.is_floating_point:
+        return (float(math.floor(lo)), float(math.ceil(hi)))
+    return (lo, hi)
+
+
+class Template:
+    """The structure of one sample (args, kwargs) and its tensor slots."""
+
+    def __init__(self, args, kwargs, mutable_positions=()):
+        self.args, self.kwargs = tuple(args), dict(kwargs or {})
+        leaves, self.spec = pytree.tree_flatten((self.args, self.kwargs))
+        self.leaves = leaves
+        self.tensor_positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        self.slots = []
+        for n, i in enumerate(self.tensor_positions):
+            t = leaves[i]
+            lo, hi = value_range(t)
+            self.slots.append(TensorSlot(
+                shape=tuple(t.shape), dtype=dtype_name(t.dtype), device=str(t.device),
+                lo=lo, hi=hi, requires_grad=bool(t.requires_grad), mutable=n in mutable_positions,
+            ))
+
+    def original(self) -> Case:
+        return Case(self, None)
+
+    def case(self, inputs) -> Case:
+        return Case(self, tuple(inputs))
+
+    def names(self) -> list[str]:
+        return [f"x{n}" for n in range(len(self.slots))]
+
+
+class Case:
+    """One concrete input. ``inputs is None`` means the sample itself."""
+
+    def __init__(self, template: Template, inputs):
+        self.template = template
+        self.inputs = inputs
+
+    @property
+    def is_original(self) -> bool:
+        return self.inputs is None
+
+    def key(self):
+        return ("original",) if self.inputs is None else self.inputs
+
+    def tensor_inputs(self) -> tuple:
+        """Specs for every tensor; for the sample, specs describing it."""
+        if self.inputs is not None:
+            return self.inputs
+        return tuple(
+            TensorInput(s.shape, s.dtype, "contiguous", s.lo, s.hi, 0, s.requires_grad)
+            for s in self.template.slots
+        )
+
+    def build(self, *, requires_grad=None, dtype_map=None):
+        """Fresh (args, kwargs). ``requires_grad``: None keeps each input's own
+        flag, else a set of tensor indices that require grad. ``dtype_map``
+        retypes tensors ({old dtype name: new}) keeping shape and layout."""
+        leaves = list(self.template.leaves)
+        for n, i in enumerate(self.template.tensor_positions):
+            if self.inputs is None:
+                src = leaves[i].detach()
+                t = torch.empty_strided(src.size(), src.stride(), dtype=src.dtype, device=src.device)
+                t.copy_(src)
+                want_grad = self.template.slots[n].requires_grad
+            else:
+                t = replace(self.inputs[n], requires_grad=False).build(self.template.slots[n].device)
+                want_grad = self.inputs[n].requires_grad
+            if dtype_map and dtype_name(t.dtype) in dtype_map:
+                new = torch.empty_strided(t.size(), t.stride(), dtype=to_dtype(dtype_map[dtype_name(t.dtype)]),
+                                          device=t.device)
+                t = new.copy_(t)
+            if requires_grad is not None:
+                want_grad = n in requires_grad
+            if want_grad and (t.dtype.is_floating_point or t.dtype.is_complex):
+                t = t.detach().requires_grad_()
+            leaves[i] = t
+        args, kwargs = pytree.tree_unflatten(leaves, self.template.spec)
+        return args, kwargs
+
+    def describe(self) -> str:
+        if self.inputs is None:
+            parts = []
+            for name, n in zip(self.template.names(), range(len(self.template.slots))):
+                t = self.template.leaves[self.template.tensor_positions[n]]
+                text = f"{dtype_name(t.dtype)}{list(t.shape)}"
+                if not t.is_contiguous():
+                    text += f" strides {list(t.stride())}"
+                parts.append(f"{name}: {text}")
+            return "the sample: " + (", ".join(parts) or "no tensors")
+        return ", ".join(f"{name}: {spec.describe()}" for name, spec in zip(self.template.names(), self.inputs))
+
+    def to_json(self) -> dict:
+        return {"inputs": None if self.inputs is None else [asdict(i) for i in self.inputs]}

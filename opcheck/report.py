@@ -1,0 +1,91 @@
+"""What a check found: plain data, JSON-able, printable without torch."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Failure:
+    check: str
+    kind: str  # short label: "wrong-shape", "undeclared-mutation", ...
+    message: str  # what differed, in one or a few lines
+    input: str  # the smallest failing input, described ("x0: float32[1, 7] transposed")
+    repro: str  # a torch-only snippet that shows the failure
+    shrunk: bool = False  # was the input shrunk from a larger failing one?
+    case: dict | None = None  # the failing input as data (opcheck.inputs.Case.to_json)
+
+
+@dataclass
+class CheckResult:
+    check: str
+    status: str  # "passed" | "failed" | "skipped"
+    failures: list[Failure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # reported, not failing (e.g. harmless guards)
+    reason: str = ""  # why skipped
+    inputs_tried: int = 0  # inputs the real kernel accepted and the check judged
+    inputs_rejected: int = 0  # generated inputs the real kernel itself refused
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status != "failed"
+
+
+@dataclass
+class Report:
+    op: str  # "ns::name" or "ns::name.overload"
+    results: dict[str, CheckResult] = field(default_factory=dict)
+    samples: int = 0
+    seconds: float = 0.0
+    error: str = ""  # the op could not be checked at all (no sample the real kernel accepts, ...)
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and all(r.passed for r in self.results.values())
+
+    @property
+    def failures(self) -> list[Failure]:
+        return [f for r in self.results.values() for f in r.failures]
+
+    def failed_checks(self) -> list[str]:
+        return [name for name, r in self.results.items() if r.status == "failed"]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Report:
+        results = {}
+        for name, r in data.get("results", {}).items():
+            failures = [Failure(**f) for f in r.get("failures", [])]
+            results[name] = CheckResult(**{**r, "failures": failures})
+        return cls(op=data["op"], results=results, samples=data.get("samples", 0),
+                   seconds=data.get("seconds", 0.0), error=data.get("error", ""))
+
+    def summary_line(self) -> str:
+        if self.error:
+            return f"{self.op}: not checked: {self.error}"
+        marks = []
+        for name, r in self.results.items():
+            mark = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}[r.status]
+            marks.append(f"{name} {mark}")
+        return f"{self.op}: " + ", ".join(marks)
+
+    def format(self, *, repro: bool = True) -> str:
+        """A readable multi-line report; failures first with input and repro."""
+        lines = [self.summary_line() + f"  ({self.seconds:.1f}s, {self.samples} sample(s))"]
+        for r in self.results.values():
+            for f in r.failures:
+                lines.append(f"  FAIL {f.check} [{f.kind}]")
+                lines.append(f"    input: {f.input}" + ("  (shrunk)" if f.shrunk else ""))
+                for line in f.message.splitlines():
+                    lines.append(f"    {line}")
+                if repro and f.repro:
+                    lines.append("    repro:")
+                    lines.extend("      " + line for line in f.repro.splitlines())
+            for note in r.notes:
+                lines.append(f"  note {r.check}: {note}")
+            if r.status == "skipped" and r.reason:
+                lines.append(f"  skip {r.check}: {r.reason}")
+        return "\n".join(lines)

@@ -1,0 +1,235 @@
+"""Repro snippets: short torch-only scripts that show one check's failure.
+
+Each snippet imports the module that registers the op (when we can tell
+which), rebuilds the failing input with ``make`` (inlined, see
+``opcheck.inputs.MAKE_SOURCE``) and runs the one thing that failed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from opcheck.inputs import MAKE_SOURCE, Case
+
+_TOLERANCES = "{torch.float16: (1e-2, 1e-2), torch.bfloat16: (3e-2, 3e-2), torch.float32: (1e-4, 1e-5), torch.float64: (1e-7, 1e-7)}"
+
+
+def op_module(op) -> str | None:
+    """The Python module that registered ``op``, if we can tell."""
+    qualname = op._schema.name
+    try:
+        from torch._library.custom_ops import OPDEFS
+
+        opdef = OPDEFS.get(qualname)
+        if opdef is not None:
+            fn = getattr(opdef, "_init_fn", None)
+            module = getattr(fn, "__module__", None)
+            if module and module != "__main__" and not module.startswith("torch."):
+                return module
+    except ImportError:
+        pass
+    try:
+        from torch._library.simple_registry import singleton
+
+        entry = singleton.find(qualname)
+        kernel = getattr(getattr(entry, "fake_impl", None), "kernel", None)
+        module = getattr(kernel, "__module__", None) or getattr(getattr(kernel, "func", None), "__module__", None)
+        if module and module != "__main__" and not module.startswith("torch.") and module in sys.modules:
+            return module
+    except (ImportError, AttributeError):
+        pass
+    return None
+
+
+def _render(value, names):
+    if isinstance(value, torch.Tensor):
+        return next(names)
+    if isinstance(value, tuple):
+        inner = ", ".join(_render(v, names) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_render(v, names) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_render(v, names)}" for k, v in value.items()) + "}"
+    if isinstance(value, torch.dtype):
+        return str(value)  # "torch.float32"
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    return repr(value)
+
+
+def inputs_source(case: Case, *, requires_grad=frozenset(), dtype=None) -> str:
+    specs = case.tensor_inputs()
+    lines = ["def inputs():"]
+    if case.is_original:
+        lines.append("    # stand-ins with your sample's shapes and value range; your own values failed")
+    for n, spec in enumerate(specs):
+        code = spec.code()
+        if dtype and spec.dtype.startswith(("float", "bfloat")):
+            code = code.replace(f"torch.{spec.dtype}", f"torch.{dtype}")
+        if n in requires_grad and "requires_grad" not in code:
+            code = code[:-1] + ", requires_grad=True)"
+        lines.append(f"    x{n} = {code}")
+    names = iter(f"x{n}" for n in range(len(specs)))
+    args = _render(case.template.args, names)
+    kwargs = _render(case.template.kwargs, names)
+    lines.append(f"    return {args}, {kwargs}")
+    return "\n".join(lines)
+
+
+def header(op, case: Case, **inputs_options) -> str:
+    module = op_module(op)
+    ns, name = op._schema.name.split("::")
+    parts = ["import torch"]
+    parts.append(f"import {module}  # registers {ns}::{name}" if module else
+                 f"# import the module that registers {ns}::{name} here")
+    parts.append("")
+    parts.append(MAKE_SOURCE.rstrip())
+    parts.append("")
+    parts.append("")
+    parts.append(inputs_source(case, **inputs_options))
+    parts.append("")
+    parts.append("")
+    parts.append(f"op = torch.ops.{ns}.{name}.{op._overloadname}")
+    parts.append("args, kwargs = inputs()")
+    return "\n".join(parts)
+
+
+def render(check: str, kind: str, op, case: Case, *, grads=frozenset()) -> str:
+    body = _BODIES[check](kind)
+    options = {}
+    if check in ("autograd_registration", "inductor_dynamic", "aot_dispatch_dynamic"):
+        options["requires_grad"] = grads
+    if check == "gradient":
+        options = {"requires_grad": grads, "dtype": "float64"}
+    return header(op, case, **options) + "\n" + body.strip() + "\n"
+
+
+def _schema(kind):
+    return """
+from torch._subclasses.schema_check_mode import SchemaCheckMode
+
+with SchemaCheckMode():
+    op(*args, **kwargs)  # raises: the op writes to or aliases an input its schema doesn't declare
+"""
+
+
+def _autograd(kind):
+    return """
+out = op(*args, **kwargs)
+outs = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+leaves = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad]
+torch.library.opcheck(op, args, kwargs, test_utils="test_autograd_registration")
+torch.autograd.grad(sum(o.sum() for o in outs), leaves)  # raises: no backward registered
+"""
+
+
+_FAKE_COMMON = """
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+real = op(*args, **kwargs)
+args, kwargs = inputs()
+env = ShapeEnv(allow_scalar_outputs=False)  # .item() in a fake kernel raises
+mode = FakeTensorMode(shape_env=env)
+"""
+
+_COMPARE = """
+for r, f in zip(torch.utils._pytree.tree_leaves(real), torch.utils._pytree.tree_leaves(fake)):
+    print("real", r.dtype, list(r.shape), r.stride(), "| fake", f.dtype, list(f.shape), f.stride())
+    assert r.dtype == f.dtype and list(r.shape) == list(f.shape), "fake kernel disagrees with the real one"
+    assert all(r.stride(d) == f.stride(d) for d in range(r.dim()) if r.shape[d] > 1), "strides differ"
+"""
+
+
+def _fake(kind):
+    return _FAKE_COMMON + """
+fake_args, fake_kwargs = torch.utils._pytree.tree_map_only(
+    torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), (args, kwargs))
+with mode:
+    fake = op(*fake_args, **fake_kwargs)
+""" + _COMPARE
+
+
+def _symbolic(kind):
+    text = _FAKE_COMMON + """
+from torch._dynamo.source import LocalSource
+from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext, free_unbacked_symbols
+
+names = iter(f"x{n}" for n in range(100))
+def symbolic(t):
+    ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DUCK] * t.dim())
+    return mode.from_tensor(t, source=LocalSource(next(names)), symbolic_context=ctx)
+
+fake_args, fake_kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, symbolic, (args, kwargs))
+with mode:
+    fake = op(*fake_args, **fake_kwargs)
+print("guards installed by the fake kernel:", [g.expr for g in env.guards])
+print("fake output sizes:", [list(f.shape) for f in torch.utils._pytree.tree_leaves(fake) if isinstance(f, torch.Tensor)])
+print("real output sizes:", [list(r.shape) for r in torch.utils._pytree.tree_leaves(real) if isinstance(r, torch.Tensor)])
+"""
+    if kind == "specializes":
+        text += 'assert not env.guards, "the fake kernel specializes on a size"\n'
+    elif kind == "data-dependent-size-not-unbacked":
+        text += ('sizes = [s for f in torch.utils._pytree.tree_leaves(fake) if isinstance(f, torch.Tensor) for s in f.shape]\n'
+                 'assert any(isinstance(s, torch.SymInt) and free_unbacked_symbols(s.node.expr) for s in sizes), '
+                 '"a data-dependent size must be unbacked (ctx.new_dynamic_size())"\n')
+    return text
+
+
+def _gradient(kind):
+    return """
+leaves, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+slots = [i for i, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.requires_grad]
+
+def fn(*tensors):
+    new = list(leaves)
+    for i, t in zip(slots, tensors):
+        new[i] = t
+    a, k = torch.utils._pytree.tree_unflatten(new, spec)
+    out = op(*a, **k)
+    return tuple(o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.is_floating_point())
+
+torch.autograd.gradcheck(fn, tuple(leaves[i] for i in slots), check_undefined_grad=False, check_batched_grad=False)
+"""
+
+
+def _aot(kind):
+    return """
+torch.library.opcheck(op, args, kwargs, test_utils="test_aot_dispatch_dynamic")
+"""
+
+
+def _inductor(kind):
+    return f"""
+TOLERANCES = {_TOLERANCES}
+
+def run(fn):
+    args, kwargs = inputs()
+    out = fn(*args, **kwargs)
+    leaves = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    outs = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    wanted = [t for t in leaves if t.requires_grad]
+    grads = torch.autograd.grad(sum(o.sum() for o in outs), wanted) if outs and wanted else ()
+    return out, [t.detach() for t in leaves], grads
+
+compiled = torch.compile(lambda *a, **k: op(*a, **k), backend="inductor", dynamic=True, fullgraph=True)
+expected, actual = run(op), run(compiled)
+for e, c in zip(torch.utils._pytree.tree_leaves(expected), torch.utils._pytree.tree_leaves(actual)):
+    if isinstance(e, torch.Tensor):
+        rtol, atol = TOLERANCES.get(e.dtype, (0, 0))
+        torch.testing.assert_close(c.detach(), e.detach(), rtol=rtol, atol=atol, equal_nan=True)
+"""
+
+
+_BODIES = {
+    "schema": _schema,
+    "autograd_registration": _autograd,
+    "faketensor": _fake,
+    "symbolic_fake": _symbolic,
+    "gradient": _gradient,
+    "aot_dispatch_dynamic": _aot,
+    "inductor_dynamic": _inductor,
+}

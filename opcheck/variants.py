@@ -1,0 +1,319 @@
+"""The shape sweep: variants of one sample, and the search for a failing one.
+
+Sizes are tied the way the sample ties them: every dim of size ``v >= 2``
+gets the symbol of ``v``, so ``(4, 8) @ (8, 3)`` keeps its inner dims equal
+while they vary. Size-1 dims stay 1 (they are usually broadcast dims).
+A variant then picks a value per symbol (0, 1, odd, larger), may untie one
+dim (non-square and mixed sizes), may lay a tensor out transposed, sliced or
+expanded, and may retype a dtype group to another dtype of its kind.
+
+``search`` runs a check over the deterministic edge variants first, then
+over variants drawn by Hypothesis (``find``, which also shrinks), and
+greedily shrinks a failure found among the edges. Variants the real kernel
+rejects do not count.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample, Unsatisfiable
+
+from opcheck.inputs import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    LAYOUTS,
+    Case,
+    Template,
+    TensorInput,
+)
+
+REJECTED = "rejected"  # a check's answer when the real kernel refused the input
+
+
+@dataclass(frozen=True)
+class Variant:
+    sizes: tuple  # value per symbol, in symbol order
+    untie: tuple = ()  # ((tensor, dim, size), ...): dims given their own size
+    layouts: tuple = ()  # layout per tensor ("" = contiguous)
+    dtypes: tuple = ()  # ((from dtype, to dtype), ...)
+    seed: int = 0
+
+
+class Sweep:
+    """Variants of one template."""
+
+    def __init__(self, template: Template, *, seed: int = 0, layouts=True, dtypes=True):
+        self.template = template
+        self.seed = seed
+        values = sorted({d for s in template.slots for d in s.shape if d >= 2})
+        self.symbols = values  # symbol i stands for the sample size values[i]
+        self.dtype_groups = sorted({s.dtype for s in template.slots})
+        self.allow_layouts = layouts
+        self.allow_dtypes = dtypes
+
+    # ------------------------------------------------------------ building
+
+    def original_sizes(self) -> tuple:
+        return tuple(self.symbols)
+
+    def case(self, v: Variant) -> Case:
+        size_of = dict(zip(self.symbols, v.sizes))
+        untie = {(t, d): size for t, d, size in v.untie}
+        retype = dict(v.dtypes)
+        inputs = []
+        for n, slot in enumerate(self.template.slots):
+            shape = tuple(untie.get((n, d), size_of.get(size, size)) for d, size in enumerate(slot.shape))
+            layout = (v.layouts[n] if n < len(v.layouts) else "") or "contiguous"
+            if layout == "expanded" and (slot.mutable or not shape or shape[0] <= 1):
+                layout = "contiguous"  # writing through stride 0 is an error, and size 1 expands to itself
+            if layout == "transposed" and len(shape) < 2:
+                layout = "contiguous"
+            if layout == "sliced" and not shape:
+                layout = "contiguous"
+            dtype = retype.get(slot.dtype, slot.dtype)
+            inputs.append(TensorInput(
+                shape=shape, dtype=dtype, layout=layout, lo=slot.lo, hi=slot.hi,
+                seed=(self.seed * 1_000_003 + v.seed * 101 + n) % 2**31,
+                requires_grad=False,
+            ))
+        return self.template.case(inputs)
+
+    def other_dtypes(self, dtype: str) -> list[str]:
+        if dtype in FLOAT_DTYPES:
+            return [d for d in FLOAT_DTYPES if d != dtype]
+        if dtype in INT_DTYPES:
+            return [d for d in INT_DTYPES if d != dtype]
+        return []
+
+    # ---------------------------------------------------- deterministic edges
+
+    def edges(self) -> list[Variant]:
+        """The sizes and layouts fake kernels most often get wrong, simplest first."""
+        base = self.original_sizes()
+        out = [Variant(base, seed=1)]
+        for i, v in enumerate(base):
+            for new in (1, 0, v + 1 if v % 2 == 0 else v + 2, 2 * v + 3):
+                sizes = list(base)
+                sizes[i] = new
+                out.append(Variant(tuple(sizes), seed=2))
+        if len(base) >= 1:
+            out.append(Variant(tuple(3 + 2 * i for i in range(len(base))), seed=3))  # all odd, all distinct
+            out.append(Variant(tuple(2 * v + 1 for v in base), seed=4))  # all larger
+        for n, slot in enumerate(self.template.slots):  # untie one dim: non-square, mixed
+            for d, size in enumerate(slot.shape):
+                if size >= 2 and sum(size == s for sl in self.template.slots for s in sl.shape) > 1:
+                    out.append(Variant(base, untie=((n, d, size + 1),), seed=5))
+        if self.allow_layouts:
+            for n in range(len(self.template.slots)):
+                for layout in LAYOUTS[1:]:
+                    layouts = [""] * len(self.template.slots)
+                    layouts[n] = layout
+                    out.append(Variant(base, layouts=tuple(layouts), seed=6))
+                    # odd sizes too: strides and slicing bugs often need both
+                    out.append(Variant(tuple(v + 1 if v % 2 == 0 else v for v in base), layouts=tuple(layouts), seed=7))
+        if self.allow_dtypes:
+            for group in self.dtype_groups:
+                for other in self.other_dtypes(group):
+                    out.append(Variant(base, dtypes=((group, other),), seed=8))
+        unique, seen = [], set()
+        for v in out:
+            key = self.case(v).key()
+            if key not in seen:
+                seen.add(key)
+                unique.append(v)
+        return unique
+
+    # ------------------------------------------------------------ hypothesis
+
+    def strategy(self, max_size: int | None = None):
+        top = max_size or max([2 * v + 3 for v in self.symbols] + [9])
+        # Hypothesis shrinks integers toward 0; this shrinks sizes toward 1
+        # instead and still reaches 0 (at the top of the range).
+        size = st.integers(0, top).map(lambda k: (k + 1) % (top + 1))
+        n_tensors = len(self.template.slots)
+        untie_slots = [(n, d) for n, slot in enumerate(self.template.slots) for d, s in enumerate(slot.shape) if s >= 2]
+
+        @st.composite
+        def variants(draw):
+            sizes = tuple(draw(size) for _ in self.symbols)
+            untie = ()
+            if untie_slots and draw(st.booleans()):
+                n, d = draw(st.sampled_from(untie_slots))
+                untie = ((n, d, draw(size)),)
+            layouts = ()
+            if self.allow_layouts and n_tensors:
+                layouts = tuple(draw(st.sampled_from(("",) + LAYOUTS[1:])) for _ in range(n_tensors))
+            dtypes = ()
+            if self.allow_dtypes:
+                picked = []
+                for group in self.dtype_groups:
+                    choice = draw(st.sampled_from([group] + self.other_dtypes(group)))
+                    if choice != group:
+                        picked.append((group, choice))
+                dtypes = tuple(picked)
+            seed = draw(st.integers(0, 2**16))
+            return Variant(sizes, untie, layouts, dtypes, seed)
+
+        return variants()
+
+    # ------------------------------------------------------------- shrinking
+
+    def simpler(self, v: Variant):
+        """Candidates strictly simpler than ``v``, most ambitious first."""
+        if v.dtypes:
+            yield replace(v, dtypes=())
+        if any(v.layouts):
+            yield replace(v, layouts=())
+            for n, layout in enumerate(v.layouts):
+                if layout:
+                    layouts = list(v.layouts)
+                    layouts[n] = ""
+                    yield replace(v, layouts=tuple(layouts))
+        if v.untie:
+            yield replace(v, untie=())
+            (t, d, size), = v.untie
+            for smaller in _smaller(size):
+                yield replace(v, untie=((t, d, smaller),))
+        for i, size in enumerate(v.sizes):
+            for smaller in _smaller(size):
+                sizes = list(v.sizes)
+                sizes[i] = smaller
+                yield replace(v, sizes=tuple(sizes))
+
+
+def _smaller(size):
+    # Never to 0: an empty tensor is a poor example of a bug that isn't about
+    # empties (an edge variant with a 0 size keeps its 0 if that is the bug).
+    for s in (1, 2, 3, size // 2, size - 2, size - 1):
+        if 1 <= s < size:
+            yield s
+
+
+def _cost(case: Case):
+    inputs = case.tensor_inputs()
+    numel = sum(_prod(i.shape) for i in inputs)
+    return (numel, sum(i.layout != "contiguous" for i in inputs), sum(i.dtype != s.dtype for i, s in zip(inputs, case.template.slots)))
+
+
+def _prod(shape):
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+# -------------------------------------------------------------------- search
+
+
+@dataclass
+class SearchResult:
+    failure: object = None  # the check's failure value for ``case``
+    case: Case | None = None
+    shrunk: bool = False
+    tried: int = 0
+    rejected: int = 0
+
+
+def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants=None,
+           hypothesis: bool = True, shrink: bool = True, max_size: int | None = None) -> SearchResult:
+    """Find an input on which ``judge(case)`` returns a failure.
+
+    ``judge`` returns None (passed), ``REJECTED`` (the real kernel refused the
+    input) or a failure object with a ``kind`` attribute. Stops at the first
+    failure found, at ``deadline`` (time.monotonic()), or when the variants run
+    out. ``variants`` replaces the edge list (None: ``sweep.edges()``);
+    ``max_size`` bounds the sizes Hypothesis draws.
+    """
+    result = SearchResult()
+    memo: dict = {}
+
+    def run(v: Variant):
+        case = sweep.case(v)
+        key = case.key()
+        if key not in memo:
+            outcome = judge(case)
+            memo[key] = outcome
+            if outcome is REJECTED:
+                result.rejected += 1
+            else:
+                result.tried += 1
+        return case, memo[key]
+
+    found = None
+    for v in sweep.edges() if variants is None else variants:
+        if time.monotonic() > deadline:
+            return result
+        case, outcome = run(v)
+        if outcome is not None and outcome is not REJECTED:
+            found = (v, case, outcome)
+            break
+    if found is None and hypothesis and examples > 0 and sweep.template.slots:
+        first_kind = []
+
+        def fails(v):
+            if time.monotonic() > deadline:
+                return False
+            _, outcome = run(v)
+            if outcome is None or outcome is REJECTED:
+                return False
+            if not first_kind:
+                first_kind.append(outcome.kind)
+            return outcome.kind == first_kind[0]
+
+        try:
+            v = find(sweep.strategy(max_size), fails, settings=settings(
+                max_examples=examples, database=None, derandomize=True, deadline=None,
+                suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink),
+            ))
+        except (NoSuchExample, Unsatisfiable):
+            v = None
+        if v is not None:
+            case, outcome = run(v)
+            result.failure, result.case, result.shrunk = outcome, case, True
+            return result
+        return result
+    if found is None:
+        return result
+    v, case, outcome = found
+    result.failure, result.case = outcome, case
+    if shrink:
+        v, case, outcome, shrunk = _greedy_shrink(run, sweep, v, case, outcome, deadline)
+        result.failure, result.case, result.shrunk = outcome, case, shrunk
+    return result
+
+
+def _greedy_shrink(run, sweep, v, case, outcome, deadline):
+    shrunk = False
+    progress = True
+    while progress and time.monotonic() < deadline:
+        progress = False
+        for candidate in sweep.simpler(v):
+            if time.monotonic() > deadline:
+                break
+            c_case = sweep.case(candidate)
+            if _cost(c_case) > _cost(case):
+                continue
+            c_case, c_outcome = run(candidate)
+            if c_outcome is not None and c_outcome is not REJECTED and c_outcome.kind == outcome.kind:
+                v, case, outcome, shrunk, progress = candidate, c_case, c_outcome, True, True
+                break
+    return v, case, outcome, shrunk
+
+
+def shrink(judge, sweep: Sweep, v: Variant, outcome, *, deadline: float):
+    """Greedily shrink a failing variant, keeping the failure's kind.
+    Returns (case, outcome, shrunk)."""
+    memo: dict = {}
+
+    def run(candidate):
+        case = sweep.case(candidate)
+        if case.key() not in memo:
+            memo[case.key()] = judge(case)
+        return case, memo[case.key()]
+
+    _, case, outcome, shrunk = _greedy_shrink(run, sweep, v, sweep.case(v), outcome, deadline)
+    return case, outcome, shrunk
