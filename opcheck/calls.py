@@ -1,0 +1,265 @@
+"""Captured op calls: recording them while a test suite runs, and the calls file.
+
+Stage 1 of the pytest plugin records each call to an op in the chosen
+namespaces (inputs copied *before* the call, since ops may mutate them) and
+writes the distinct ones to a JSON-lines file. Stage 2 (``symfuzz opcheck
+--from FILE``) rebuilds them and runs the checks, without the suite.
+
+The file: a header line ``{"symfuzz_opcheck_calls": 1, "torch": ...}``, then
+one call per line: ``{"op": "ns::name.overload", "test": nodeid, "args":
+[...], "kwargs": {...}}``. Tensors are stored with dtype, shape, strides and
+values (base64 of the raw bytes), so a call replays exactly; tensors larger
+than ``MAX_STORED_ELEMENTS`` keep their value range only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+FORMAT_VERSION = 1
+MAX_STORED_ELEMENTS = 1 << 20
+MAX_CALLS_PER_OP = 4  # distinct input signatures kept per op; the sweep covers the rest
+
+
+class CallsFileError(Exception):
+    """A calls file that can't be read: printed without a traceback."""
+
+
+@dataclass
+class OpCall:
+    op: str  # "ns::name.overload"
+    args: tuple
+    kwargs: dict
+    test: str = ""  # where it was captured (a pytest node id)
+
+
+# ------------------------------------------------------------------ encoding
+
+
+def encode_value(value):
+    if isinstance(value, torch.Tensor):
+        return {"__tensor__": _encode_tensor(value)}
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode_value(v) for v in value]}
+    if isinstance(value, list):
+        return [encode_value(v) for v in value]
+    if isinstance(value, dict):
+        return {"__dict__": [[k, encode_value(v)] for k, v in value.items()]}
+    if isinstance(value, torch.dtype):
+        return {"__dtype__": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        return {"__device__": str(value)}
+    if isinstance(value, (torch.memory_format, torch.layout)):
+        return {"__torch_attr__": str(value).removeprefix("torch.")}
+    raise TypeError(f"cannot record a {type(value).__name__} argument")
+
+
+def _encode_tensor(t: torch.Tensor) -> dict:
+    t = t.detach()
+    out = {
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "shape": list(t.shape),
+        "stride": list(t.stride()),
+        "device": str(t.device),
+        "requires_grad": bool(t.requires_grad),
+    }
+    if t.numel() <= MAX_STORED_ELEMENTS:
+        data = t.cpu().contiguous()
+        raw = data.view(torch.uint8) if data.numel() and data.dtype != torch.bool else data.to(torch.uint8)
+        out["data"] = base64.b64encode(raw.numpy().tobytes()).decode("ascii")
+    else:
+        values = t.to(torch.float64) if not t.is_complex() else t.real.to(torch.float64)
+        out["data"] = None
+        out["range"] = [float(values.min()), float(values.max())]
+    return out
+
+
+def decode_value(value):
+    if isinstance(value, list):
+        return [decode_value(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__tensor__" in value:
+        return _decode_tensor(value["__tensor__"])
+    if "__tuple__" in value:
+        return tuple(decode_value(v) for v in value["__tuple__"])
+    if "__dict__" in value:
+        return {k: decode_value(v) for k, v in value["__dict__"]}
+    if "__float__" in value:
+        return float(value["__float__"])
+    if "__dtype__" in value:
+        return getattr(torch, value["__dtype__"])
+    if "__device__" in value:
+        return torch.device(value["__device__"])
+    if "__torch_attr__" in value:
+        return getattr(torch, value["__torch_attr__"])
+    raise CallsFileError(f"unknown value {sorted(value)}")
+
+
+def _decode_tensor(spec: dict) -> torch.Tensor:
+    dtype = getattr(torch, spec["dtype"])
+    shape, stride = spec["shape"], spec["stride"]
+    if spec.get("data") is not None:
+        raw = base64.b64decode(spec["data"])
+        flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        values = flat.bool() if dtype == torch.bool else flat.view(dtype)
+        values = values.reshape(shape)
+    else:
+        lo, hi = spec["range"]
+        values = torch.empty(shape, dtype=torch.float64).uniform_(lo, hi, generator=torch.Generator().manual_seed(0)).to(dtype)
+    overlapping = any(s == 0 and n > 1 for s, n in zip(stride, shape))
+    out = values.clone() if overlapping else torch.empty_strided(shape, stride, dtype=dtype).copy_(values)
+    if spec["device"] != "cpu":
+        out = out.to(spec["device"])
+    if spec.get("requires_grad") and (dtype.is_floating_point or dtype.is_complex):
+        out.requires_grad_()
+    return out
+
+
+def encode_call(call: OpCall) -> dict:
+    return {"op": call.op, "test": call.test, "args": [encode_value(a) for a in call.args],
+            "kwargs": {k: encode_value(v) for k, v in call.kwargs.items()}}
+
+
+def decode_call(data: dict) -> OpCall:
+    return OpCall(op=data["op"], args=tuple(decode_value(a) for a in data["args"]),
+                  kwargs={k: decode_value(v) for k, v in data.get("kwargs", {}).items()}, test=data.get("test", ""))
+
+
+# ------------------------------------------------------------------- dedupe
+
+
+def signature(call: OpCall):
+    """Calls with equal signatures check the same things: same op, same
+    tensor dtypes/shapes/strides, same other arguments."""
+
+    def sig(v):
+        if isinstance(v, torch.Tensor):
+            return ("T", str(v.dtype), tuple(v.shape), tuple(v.stride()), bool(v.requires_grad))
+        if isinstance(v, (list, tuple)):
+            return (type(v).__name__, tuple(sig(x) for x in v))
+        if isinstance(v, dict):
+            return ("dict", tuple((k, sig(x)) for k, x in v.items()))
+        return ("V", repr(v))
+
+    return (call.op, sig(tuple(call.args)), sig(dict(call.kwargs)))
+
+
+def dedupe(calls, per_op: int = MAX_CALLS_PER_OP) -> list[OpCall]:
+    seen, counts, out = set(), {}, []
+    for call in calls:
+        key = signature(call)
+        if key in seen or counts.get(call.op, 0) >= per_op:
+            continue
+        seen.add(key)
+        counts[call.op] = counts.get(call.op, 0) + 1
+        out.append(call)
+    return out
+
+
+# --------------------------------------------------------------------- file
+
+
+def write_calls(path, calls) -> int:
+    """Write calls (deduplicated) atomically; returns how many were written."""
+    calls = dedupe(calls)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".calls-", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps({"symfuzz_opcheck_calls": FORMAT_VERSION, "torch": torch.__version__}) + "\n")
+        for call in calls:
+            f.write(json.dumps(encode_call(call)) + "\n")
+    os.replace(tmp, path)
+    return len(calls)
+
+
+def read_calls(path) -> list[OpCall]:
+    try:
+        with open(path) as f:
+            lines = [line for line in f if line.strip()]
+    except OSError as exc:
+        raise CallsFileError(f"cannot read calls file {path}: {exc.strerror}") from None
+    if not lines:
+        raise CallsFileError(f"{path} is empty: no calls were recorded")
+    try:
+        header = json.loads(lines[0])
+        if header.get("symfuzz_opcheck_calls") != FORMAT_VERSION:
+            raise CallsFileError(f"{path} is not a symfuzz opcheck calls file (version {FORMAT_VERSION})")
+        return [decode_call(json.loads(line)) for line in lines[1:]]
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+        raise CallsFileError(f"{path}: malformed calls file ({type(exc).__name__}: {exc})") from None
+
+
+# ------------------------------------------------------------------ capture
+
+
+def _overload_name(func, args, kwargs) -> str | None:
+    if isinstance(func, torch._ops.OpOverload):
+        return func._schema.name + ("" if func._overloadname == "default" else f".{func._overloadname}")
+    try:  # a packet: which overload do these arguments pick?
+        overload = torch._C._jit_resolve_packet(func._qualified_op_name, *args, **kwargs)
+    except Exception:  # noqa: BLE001 - no way to tell; the call is simply not recorded
+        return None
+    return func._qualified_op_name + ("" if overload in ("", "default") else f".{overload}")
+
+
+def _copy(value):
+    if isinstance(value, torch.Tensor):
+        src = value.detach()
+        out = torch.empty_strided(src.size(), src.stride(), dtype=src.dtype, device=src.device)
+        try:
+            out.copy_(src)
+        except RuntimeError:  # overlapping (expanded) layouts can't be written: keep the values
+            out = src.clone()
+        return out.requires_grad_(value.requires_grad) if value.requires_grad else out
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
+def _namespace(func) -> str | None:
+    if isinstance(func, torch._ops.OpOverload):
+        return func.namespace
+    if isinstance(func, torch._ops.OpOverloadPacket):
+        return func._qualified_op_name.split("::")[0]
+    return None
+
+
+class CallRecorder(TorchFunctionMode):
+    """Records calls to ops in ``namespaces`` (inputs copied before the call)."""
+
+    def __init__(self, namespaces, *, test: str = "", sink=None, skipped=None):
+        super().__init__()
+        self.namespaces = set(namespaces)
+        self.test = test
+        self.calls = sink if sink is not None else []
+        self.skipped = skipped if skipped is not None else []  # reasons calls were not recorded
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        ours = _namespace(func) in self.namespaces
+        if not ours or torch.compiler.is_compiling():
+            return func(*args, **kwargs)
+        before = _copy((tuple(args), dict(kwargs)))
+        out = func(*args, **kwargs)  # a call that raises is the test's business, not a sample
+        name = _overload_name(func, args, kwargs)
+        if name is None:
+            self.skipped.append(f"{func}: could not tell which overload was called")
+        else:
+            self.calls.append(OpCall(name, before[0], before[1], self.test))
+        return out
