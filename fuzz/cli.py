@@ -84,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="re-run findings in fresh processes: reproduced or fixed?")
     replay.add_argument("path", type=Path, help="a finding folder, a finding.json, or a folder of findings")
     replay.add_argument("--timeout", type=duration, default=600.0, help="per finding (default 10m)")
+
+    from opcheck.cli import add_parser as add_opcheck_parser
+
+    add_opcheck_parser(sub, duration)
     return parser
 
 
@@ -100,13 +104,19 @@ def main(argv=None) -> int:
         parser.error(f"arguments after `--` are only for `symfuzz minify script.py`: {' '.join(script_args)}")
     try:
         return {"fuzz": cmd_fuzz, "lanes": cmd_lanes, "ops": cmd_ops, "replay": cmd_replay,
-                "minify": cmd_minify}[args.command](args)
+                "minify": cmd_minify, "opcheck": cmd_opcheck}[args.command](args)
     except UsageError as exc:
         print(f"symfuzz {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def cmd_opcheck(args) -> int:
+    from opcheck.cli import cmd_opcheck as run
+
+    return run(args)
 
 
 def _lane(name: str):

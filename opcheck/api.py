@@ -44,7 +44,7 @@ _EXAMPLES = {"schema": 15, "faketensor": 40, "symbolic_fake": 25}
 
 
 def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None = None, seed: int = 0,
-          progress=None) -> Report:
+          progress=None, on_input=None) -> Report:
     """Check a custom op on its samples and on shapes swept from them.
 
     ``op``: an OpOverload, OpOverloadPacket, CustomOpDef or "ns::name[.overload]".
@@ -52,7 +52,9 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     either; the op must accept them. ``checks``: names from ``CHECKS`` (default
     all). ``sweep=False`` checks only the samples, like torch.library.opcheck.
     ``budget``: seconds for the whole op (default ``DEFAULT_BUDGET``).
-    ``progress(check_name, result)`` is called as each check finishes.
+    ``progress(check_name, result)`` is called as each check finishes;
+    ``on_input(check_name, case)`` before each input is judged (the runner
+    uses it to say which input a crashing kernel was given).
     """
     start = time.monotonic()
     op = resolve_op(op)
@@ -75,7 +77,7 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     report.error = ""
     total = DEFAULT_BUDGET if budget is None else float(budget)
     weight = sum(_WEIGHTS[n] for n in names)
-    runner = _Runner(op, templates, sweep=sweep, seed=seed)
+    runner = _Runner(op, templates, sweep=sweep, seed=seed, on_input=on_input)
     for name in names:
         share = total * _WEIGHTS[name] / weight
         failed = [p for p in PREREQUISITES.get(name, ()) if p in report.results and report.results[p].status == "failed"]
@@ -120,8 +122,9 @@ def _normalize_samples(samples):
 
 
 class _Runner:
-    def __init__(self, op, templates: list[Template], *, sweep: bool, seed: int):
+    def __init__(self, op, templates: list[Template], *, sweep: bool, seed: int, on_input=None):
         self.op, self.templates, self.sweep, self.seed = op, templates, sweep, seed
+        self.on_input = on_input
         self.dependence = DataDependence(op)
         self.grad_ok = True  # set False when autograd_registration fails: later checks then skip gradients
         self.failed: set[str] = set()
@@ -153,6 +156,8 @@ class _Runner:
             judge = self.judge_for(name, template)
             if hasattr(judge, "applies") and not judge.applies(template):
                 continue
+            if self.on_input is not None:
+                judge = _Announced(judge, name, self.on_input)
             applicable = True
             found = self._search(name, judge, template, result, deadline)
             result.notes.extend(n for n in getattr(judge, "notes", ()) if n not in result.notes)
@@ -224,6 +229,18 @@ class _Runner:
                 out.append(Variant((1,) + base[1:], seed=4))
             return out, 0
         raise AssertionError(name)
+
+
+class _Announced:
+    """A judge that reports each input before judging it."""
+
+    def __init__(self, judge, name, on_input):
+        self.judge, self.name, self.on_input = judge, name, on_input
+        self.notes = getattr(judge, "notes", [])
+
+    def __call__(self, case):
+        self.on_input(self.name, case)
+        return self.judge(case)
 
 
 __all__ = ["CHECKS", "DEFAULT_BUDGET", "Case", "Report", "check"]

@@ -1,0 +1,189 @@
+"""``symfuzz opcheck``: check custom ops from the command line.
+
+    symfuzz opcheck mylib::op [mylib::other ...] --module mylib.ops
+    symfuzz opcheck --namespace mylib --module mylib.ops
+    symfuzz opcheck --from .symfuzz/opcheck-calls.jsonl      # stage 2 of the pytest plugin
+
+Samples come from a calls file (recorded by ``pytest --opcheck``); an op
+without one gets a sample made from its schema. Each op is checked in a
+child process (``opcheck.runner``), so a crashing kernel is a result, not the
+end of the run. Exit code: 0 when every result is expected (per the store),
+1 when something failed unexpectedly or passed unexpectedly, 2 on usage
+errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_parser(sub, duration):
+    p = sub.add_parser(
+        "opcheck", help="check custom ops: schema, autograd, fake kernels (swept and symbolic), compile",
+        description="Check custom ops on their samples and on shapes swept from them.",
+    )
+    p.add_argument("ops", nargs="*", metavar="NS::OP", help="ops to check (default: every op in the calls file)")
+    p.add_argument("--namespace", action="append", default=[], metavar="NS",
+                   help="check every op registered in this namespace (repeatable, or comma-separated)")
+    p.add_argument("--module", action="append", default=[], metavar="MOD",
+                   help="import this module first: it registers the ops (repeatable)")
+    p.add_argument("--from", dest="calls_file", type=Path, default=None, metavar="CALLS",
+                   help="recorded calls (pytest --opcheck writes .symfuzz/opcheck-calls.jsonl)")
+    p.add_argument("--store", type=Path, default=None, help="xfail store (PyTorch failures_dict.json format)")
+    p.add_argument("--accept", action="store_true", help="rewrite the store from these results")
+    p.add_argument("--checks", default=None, help="comma-separated checks (default all)")
+    p.add_argument("--budget", type=duration, default=None, help="time per op, e.g. 60s (default 120s)")
+    p.add_argument("--op-timeout", type=duration, default=None,
+                   help="report an op as hung and move on after this long (default 2 x budget + 300s)")
+    p.add_argument("--no-sweep", action="store_true", help="check only the samples, like torch.library.opcheck")
+    p.add_argument("--seed", type=int, default=0, help="seed for the generated inputs")
+    p.add_argument("--json", type=Path, default=None, help="also write the reports here")
+    p.add_argument("--repro-dir", type=Path, default=Path(".symfuzz/opcheck"),
+                   help="where each failure's repro snippet is written (default .symfuzz/opcheck)")
+    p.add_argument("--in-process", action="store_true", help="check in this process (no crash isolation)")
+    p.add_argument("--quiet", action="store_true", help="only the summary")
+    return p
+
+
+class OpcheckUsage(Exception):
+    pass
+
+
+def cmd_opcheck(args) -> int:
+    try:
+        return _run(args)
+    except OpcheckUsage as exc:
+        print(f"symfuzz opcheck: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run(args) -> int:
+    from opcheck.calls import CallsFileError, read_calls
+    from opcheck.checks.common import OpCheckUsageError, op_name, resolve_op
+    from opcheck.runner import Task, run_ops
+    from opcheck.store import StoreError, XfailStore, apply_results
+
+    if args.accept and args.store is None:
+        raise OpcheckUsage("--accept needs --store PATH (the file to rewrite)")
+    sys.path.insert(0, str(Path.cwd()))
+    for module in args.module:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - the user's module failing to import is their error
+            raise OpcheckUsage(f"cannot import --module {module}: {type(exc).__name__}: {exc}") from None
+    calls_ops = []
+    if args.calls_file is not None:
+        try:
+            calls_ops = list(dict.fromkeys(c.op for c in read_calls(args.calls_file)))
+        except CallsFileError as exc:
+            raise OpcheckUsage(str(exc)) from None
+    names = list(args.ops)
+    for ns in (n.strip() for value in args.namespace for n in value.split(",") if n.strip()):
+        found = _ops_in_namespace(ns)
+        if not found:
+            raise OpcheckUsage(f"no ops registered in namespace {ns!r} (import the module that defines them with --module)")
+        names.extend(found)
+    if not names:
+        names = calls_ops
+    if not names:
+        raise OpcheckUsage("nothing to check: name ops (NS::OP), --namespace NS, or --from CALLS")
+    try:
+        ops = list(dict.fromkeys(op_name(resolve_op(n)) for n in names))
+        from opcheck.api import _check_names
+
+        checks = _check_names(args.checks) if args.checks else None
+    except OpCheckUsageError as exc:
+        raise OpcheckUsage(str(exc)) from None
+    store = None
+    if args.store is not None:
+        try:
+            store = XfailStore.load(args.store)
+        except StoreError as exc:
+            raise OpcheckUsage(str(exc)) from None
+
+    task = Task(ops=ops, calls_file=str(args.calls_file) if args.calls_file else None, modules=list(args.module),
+                sys_path=list(sys.path), checks=checks, budget=args.budget, seed=args.seed, sweep=not args.no_sweep,
+                timeout=args.op_timeout)
+    print(f"symfuzz opcheck: {len(ops)} op(s)" + (f", samples from {args.calls_file}" if args.calls_file else ""),
+          file=sys.stderr)
+
+    def on_start(op):
+        if not args.quiet:
+            print(f"  checking {op} ...", file=sys.stderr, flush=True)
+
+    def on_report(report):
+        if not args.quiet:
+            print(f"  {report.summary_line()}  [{report.seconds:.1f}s]", file=sys.stderr, flush=True)
+
+    reports = run_ops(task, isolate=not args.in_process, on_start=on_start, on_report=on_report)
+    return _summarize(reports, store, args, apply_results)
+
+
+def _ops_in_namespace(ns: str) -> list[str]:
+    import torch
+
+    names = []
+    for schema in torch._C._jit_get_all_schemas():
+        if schema.name.startswith(ns + "::"):
+            names.append(schema.name + (f".{schema.overload_name}" if schema.overload_name else ""))
+    return sorted(set(names))
+
+
+def _summarize(reports, store, args, apply_results) -> int:
+    unexpected = 0
+    results = []
+    print()
+    for report in reports:
+        if report.error:
+            print(f"ERROR {report.op}: {report.error}")
+            unexpected += 1
+            continue
+        marks = []
+        for name, result in report.results.items():
+            outcome = "skipped" if result.status == "skipped" else (
+                store.judge(report.op, name, result.passed) if store else ("passed" if result.passed else "failed"))
+            if result.status != "skipped":
+                results.append((report.op, name, result.passed, result.failures[0].message if result.failures else ""))
+            marks.append(f"{name} {_MARK[outcome]}")
+            if outcome in ("failed", "xpassed"):
+                unexpected += 1
+        print(f"{report.op}: " + ", ".join(marks) + f"  ({report.seconds:.1f}s)")
+        for failure in report.failures:
+            outcome = store.judge(report.op, failure.check, False) if store else "failed"
+            if outcome == "xfailed":
+                continue
+            path = _write_repro(args.repro_dir, report.op, failure)
+            print(f"  FAIL {failure.check} [{failure.kind}]")
+            print(f"    input: {failure.input}" + ("  (shrunk)" if failure.shrunk else ""))
+            for line in failure.message.splitlines()[:8]:
+                print(f"    {line}")
+            print(f"    repro: {path}")
+        for result in report.results.values():
+            for note in result.notes[:3]:
+                print(f"  note {result.check}: {note}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps([r.to_json() for r in reports], indent=2) + "\n")
+    if args.accept:
+        before = store.to_text()
+        after = apply_results(str(args.store), results)
+        print(f"\nstore {args.store}: " + ("updated" if after.to_text() != before else "unchanged"))
+        return EXIT_OK if not any(r.error for r in reports) else EXIT_FAILED
+    print(f"\n{len(reports)} op(s) checked, {unexpected} unexpected result(s)")
+    return EXIT_FAILED if unexpected else EXIT_OK
+
+
+_MARK = {"passed": "ok", "failed": "FAIL", "xfailed": "xfail", "xpassed": "XPASS(strict)", "skipped": "skip"}
+
+
+def _write_repro(directory: Path, op: str, failure) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    safe = op.replace("::", "__").replace(".", "_")
+    path = directory / f"{safe}__{failure.check}.py"
+    path.write_text(failure.repro)
+    return path

@@ -1,0 +1,44 @@
+"""Custom ops whose real kernels crash or hang on some swept shapes.
+
+They test the runner's isolation: the author's sample (4, 8) works; the sweep
+reaches an odd width (segfault) or an empty input (hang).
+"""
+
+import os
+import signal
+import time
+
+import torch
+
+NS = "symfuzz_crashy"
+
+
+@torch.library.custom_op(f"{NS}::segv_on_odd", mutates_args=())
+def segv_on_odd(x: torch.Tensor) -> torch.Tensor:
+    if x.shape[-1] % 2:
+        os.kill(os.getpid(), signal.SIGSEGV)  # what an out-of-bounds read in a C++ kernel does
+    return x * 2
+
+
+@segv_on_odd.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{NS}::hang_on_empty", mutates_args=())
+def hang_on_empty(x: torch.Tensor) -> torch.Tensor:
+    while x.numel() == 0:  # a kernel spinning on a zero-sized launch
+        time.sleep(1)
+    return x + 1
+
+
+@hang_on_empty.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+SAMPLES = {
+    "segv_on_odd": ((torch.ones(4, 8),), {}),
+    "hang_on_empty": ((torch.ones(4, 8),), {}),
+}
+OPS = {name: getattr(torch.ops.symfuzz_crashy, name).default for name in SAMPLES}
