@@ -67,13 +67,14 @@ def encode_value(value):
 
 
 def _encode_tensor(t: torch.Tensor) -> dict:
+    requires_grad = bool(t.requires_grad)
     t = t.detach()
     out = {
         "dtype": str(t.dtype).removeprefix("torch."),
         "shape": list(t.shape),
         "stride": list(t.stride()),
         "device": str(t.device),
-        "requires_grad": bool(t.requires_grad),
+        "requires_grad": requires_grad,
     }
     if t.numel() <= MAX_STORED_ELEMENTS:
         data = t.cpu().contiguous()

@@ -145,12 +145,25 @@ for r, f in zip(torch.utils._pytree.tree_leaves(real), torch.utils._pytree.tree_
 
 
 def _fake(kind):
-    return _FAKE_COMMON + """
+    text = _FAKE_COMMON.replace("real = op(*args, **kwargs)", "real_args = args\nreal = op(*args, **kwargs)") + """
 fake_args, fake_kwargs = torch.utils._pytree.tree_map_only(
     torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), (args, kwargs))
 with mode:
     fake = op(*fake_args, **fake_kwargs)
-""" + _COMPARE
+"""
+    if kind == "wrong-aliasing":
+        return text + """
+from torch.multiprocessing.reductions import StorageWeakRef
+
+def views(out, inputs):
+    stores = [StorageWeakRef(t.untyped_storage()) for t in torch.utils._pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    return [[n for n, s in enumerate(stores) if StorageWeakRef(o.untyped_storage()) == s]
+            for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+
+print("outputs viewing inputs: real", views(real, real_args), "| fake", views(fake, fake_args))
+assert views(real, real_args) == views(fake, fake_args), "the fake kernel aliases inputs differently"
+"""
+    return text + _COMPARE
 
 
 def _symbolic(kind):

@@ -2,7 +2,7 @@
 
 ``faketensor`` runs the fake kernel on FakeTensors with the input's concrete
 sizes and compares every output's shape, dtype, device and strides with the
-real kernel's. The ShapeEnv refuses scalar outputs, so ``.item()`` and
+real kernel's, and whether it is a view of an input. The ShapeEnv refuses scalar outputs, so ``.item()`` and
 friends in a fake kernel raise: a fake kernel must never read data, while
 ``ctx.new_dynamic_size()`` (which needs no data) still works.
 
@@ -58,14 +58,17 @@ def fake_inputs(mode: FakeTensorMode, args, kwargs, *, symbolic: bool):
     return pytree.tree_map_only(torch.Tensor, convert, (tuple(args), dict(kwargs)))
 
 
-def run_fake(op, case: Case, *, symbolic: bool):
+def run_fake(op, case: Case, *, symbolic: bool, inputs_out=None):
     """(output or a Problem when the fake kernel raises, shape_env, guards
-    that the op call itself installed)."""
+    that the op call itself installed). ``inputs_out``, a list, receives the
+    fake input tensors."""
     shape_env = ShapeEnv(allow_scalar_outputs=False)
     mode = FakeTensorMode(shape_env=shape_env)
     args, kwargs = case.build()
     with torch.no_grad():
         fargs, fkwargs = fake_inputs(mode, args, kwargs, symbolic=symbolic)
+        if inputs_out is not None:
+            inputs_out.extend(t for t in pytree.tree_leaves((fargs, fkwargs)) if isinstance(t, torch.Tensor))
         before = len(shape_env.guards)
         try:
             with mode:
@@ -98,6 +101,33 @@ def _value(s):
         hint = s.node.hint
         return int(hint) if hint is not None else None
     return int(s)
+
+
+def _storage(t):
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    return StorageWeakRef(t.untyped_storage())
+
+
+def aliased_inputs(out, inputs) -> list:
+    """For each output leaf, the indices of the inputs it shares storage with."""
+    stores = [_storage(t) for t in inputs]
+    return [[n for n, s in enumerate(stores) if isinstance(o, torch.Tensor) and _storage(o) == s]
+            for _, o in tensor_leaves(out)]
+
+
+def compare_aliasing(real_out, real_inputs, fake_out, fake_inputs) -> Problem | None:
+    """A fake kernel must alias inputs exactly where the real kernel does:
+    functionalization decides copies and views from the fake result."""
+    real_alias, fake_alias = aliased_inputs(real_out, real_inputs), aliased_inputs(fake_out, fake_inputs)
+    for (path, _), r, f in zip(tensor_leaves(real_out), real_alias, fake_alias):
+        if bool(r) != bool(f):
+            def what(aliases):
+                return "a view of " + ", ".join(f"x{n}" for n in aliases) if aliases else "a new tensor"
+
+            return Problem("wrong-aliasing", f"{path}: the fake kernel's output is {what(f)}; the real kernel's is "
+                           f"{what(r)}")
+    return None
 
 
 def compare_outputs(real, fake, *, skip_dims=frozenset(), symbolic=False) -> Problem | None:
@@ -195,13 +225,16 @@ class FakeTensorCheck:
         real = run_real(self.op, case)
         if real is REJECTED:
             return REJECTED
-        out, _, _ = run_fake(self.op, case, symbolic=False)
+        fake_inputs_seen = []
+        out, _, _ = run_fake(self.op, case, symbolic=False, inputs_out=fake_inputs_seen)
         if isinstance(out, Problem):
             return out
         # Sizes that depend on values are symbolic_fake's business (it
         # checks they are unbacked); here they only must not be compared.
         skip = self.dependence.dims(case, real[2])
-        return compare_outputs(real[2], out, skip_dims=set(skip))
+        real_inputs = [t for t in pytree.tree_leaves((tuple(real[0]), dict(real[1]))) if isinstance(t, torch.Tensor)]
+        return (compare_aliasing(real[2], real_inputs, out, fake_inputs_seen)
+                or compare_outputs(real[2], out, skip_dims=set(skip)))
 
 
 class SymbolicFakeCheck:

@@ -1,0 +1,145 @@
+"""Quality: planted buggy custom ops are caught from ONE ordinary sample.
+
+Each op in tests/opcheck_ops/buggy.py carries one realistic bug; its sample is
+what an author writes (a float32 (4, 8) contiguous tensor). For most of them
+``torch.library.opcheck`` on that sample passes (benchmarks/opcheck.py shows
+it side by side). The correct ops in correct.py must give no failures.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from conftest import ROOT
+from opcheck_ops import buggy, correct
+
+import opcheck
+from opcheck.repro import render
+
+# (check, kind) each planted bug must be reported as.
+EXPECTED = {
+    "half_cols": ("faketensor", "wrong-shape"),
+    "scale2": ("faketensor", "wrong-strides"),
+    "soft_gate": ("faketensor", "wrong-dtype"),
+    "row_sum": ("symbolic_fake", "specializes"),
+    "positives": ("symbolic_fake", "data-dependent-size-not-unbacked"),
+    "add_one": ("schema", "undeclared-mutation"),
+    "flat": ("schema", "undeclared-alias"),
+    "cube": ("gradient", "wrong-gradient"),
+    "smooth": ("autograd_registration", "missing-autograd"),
+    "peek": ("faketensor", "fake-reads-data"),
+}
+
+# Bugs the author's sample itself cannot show: only a swept input does.
+NEEDS_THE_SWEEP = {"half_cols", "scale2", "soft_gate"}
+
+
+def _check(module, name, **kwargs):
+    args, kw = module.SAMPLES[name]
+    return opcheck.check(module.OPS[name], [(args, kw)], budget=60, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def buggy_reports():
+    assert set(EXPECTED) == set(buggy.SAMPLES), "every planted bug needs an expectation"
+    return {name: _check(buggy, name) for name in buggy.SAMPLES}
+
+
+@pytest.mark.quality
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_planted_bug_is_caught_from_one_ordinary_sample(buggy_reports, name):
+    args, _ = buggy.SAMPLES[name]
+    assert [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)] == [(4, 8)]
+    assert all(a.dtype == torch.float32 and a.is_contiguous() for a in args if isinstance(a, torch.Tensor))
+    report = buggy_reports[name]
+    check, kind = EXPECTED[name]
+    found = [(f.check, f.kind) for f in report.failures]
+    assert (check, kind) in found, report.format(repro=False)
+    failure = next(f for f in report.failures if (f.check, f.kind) == (check, kind))
+    assert failure.message and failure.input and "op = torch.ops.symfuzz_buggy" in failure.repro
+    if name in NEEDS_THE_SWEEP:
+        assert failure.case["inputs"] is not None, "a swept input, not the sample, shows this bug"
+        assert failure.shrunk
+        shape = failure.case["inputs"][0]["shape"]
+        assert sum(shape) <= 4, f"shrunk to a small input, got {shape}"
+
+
+@pytest.mark.quality
+@pytest.mark.parametrize("name", sorted(NEEDS_THE_SWEEP))
+def test_without_the_sweep_the_sample_alone_misses_it(name):
+    report = _check(buggy, name, sweep=False, checks=["faketensor", "symbolic_fake"])
+    assert report.ok, report.format(repro=False)
+
+
+@pytest.mark.quality
+def test_correct_ops_give_no_failures():
+    assert len(correct.SAMPLES) >= 3
+    for name in correct.SAMPLES:
+        report = _check(correct, name)
+        assert not report.error, report.error
+        assert report.ok, report.format(repro=False)
+        ran = [c for c, r in report.results.items() if r.status == "passed"]
+        assert len(ran) >= 6, f"{name}: too many checks skipped: {report.summary_line()}"
+        assert report.results["faketensor"].inputs_tried >= 20, "the sweep ran"
+
+
+_RUN_SNIPPETS = textwrap.dedent("""
+    import json, sys, traceback
+    results = []
+    for path in json.load(open(sys.argv[1])):
+        try:
+            exec(compile(open(path).read(), path, "exec"), {"__name__": "__main__"})
+            results.append([path, "passed", ""])
+        except BaseException as exc:
+            results.append([path, "raised", type(exc).__name__ + ": " + str(exc)[:200]])
+    json.dump(results, open(sys.argv[2], "w"))
+""")
+
+
+def _run_snippets(tmp_path, snippets: dict) -> dict:
+    paths = []
+    for name, text in snippets.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        paths.append(str(path))
+    (tmp_path / "paths.json").write_text(json.dumps(paths))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    subprocess.run([sys.executable, "-c", _RUN_SNIPPETS, str(tmp_path / "paths.json"), str(tmp_path / "out.json")],
+                   env=env, check=True, timeout=600, capture_output=True)
+    return {os.path.basename(p)[:-3]: (status, why) for p, status, why in json.loads((tmp_path / "out.json").read_text())}
+
+
+@pytest.mark.quality
+def test_every_failure_repro_snippet_fails_on_its_own(buggy_reports, tmp_path):
+    snippets = {f"{name}__{f.check}": f.repro for name, r in buggy_reports.items() for f in r.failures}
+    assert len(snippets) >= len(EXPECTED)
+    results = _run_snippets(tmp_path, snippets)
+    passed = {k: v for k, v in results.items() if v[0] != "raised"}
+    assert not passed, f"these repros do not fail: {sorted(passed)}"
+
+
+@pytest.mark.quality
+def test_repro_snippets_pass_on_a_correct_op(tmp_path):
+    # The snippets must show the bug, not fail by themselves.
+    from opcheck.checks.common import make_template
+    from opcheck.store import CHECKS
+
+    args, kwargs = correct.SAMPLES["scaled_add"]
+    op = correct.OPS["scaled_add"]
+    template = make_template(op, args, kwargs)
+    from opcheck.variants import Sweep, Variant
+
+    sweep = Sweep(template)
+    case = sweep.case(Variant((3, 5), layouts=("transposed", ""), seed=1))
+    snippets = {check: render(check, "any", op, case, grads={0, 1}) for check in CHECKS}
+    snippets["faketensor_aliasing"] = render("faketensor", "wrong-aliasing", op, case)
+    snippets["symbolic_specializes"] = render("symbolic_fake", "specializes", op, case)
+    rows = correct.OPS["nonzero_rows"]
+    rows_case = Sweep(make_template(rows, *correct.SAMPLES["nonzero_rows"])).case(Variant((4, 8), seed=1))
+    snippets["symbolic_unbacked"] = render("symbolic_fake", "data-dependent-size-not-unbacked", rows, rows_case)
+    results = _run_snippets(tmp_path, snippets)
+    assert {k: v for k, v in results.items() if v[0] != "passed"} == {}
