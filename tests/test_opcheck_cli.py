@@ -16,6 +16,11 @@ from opcheck.calls import CallRecorder, write_calls
 FAST = ["--checks", "schema,faketensor,symbolic_fake", "--budget", "20s", "--in-process", "--quiet"]
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # repro files go to ./.symfuzz/opcheck by default
+
+
 def run(capsys, *argv):
     code = main(["opcheck", *argv])
     out, err = capsys.readouterr()
