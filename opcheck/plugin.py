@@ -1,0 +1,554 @@
+"""pytest plugin: check every custom op a test suite calls, switched on by one line.
+
+    [pytest]
+    addopts = --opcheck --opcheck-namespaces=mylib --opcheck-store=opcheck_failures.json
+
+Stage 1, while the tests run: each call to an op in the chosen namespaces made
+during a test's call phase is recorded with copies of its inputs
+(``opcheck.calls.CallRecorder``). At session end the distinct calls are written
+to the calls file and, unless ``--opcheck-record-only``, each op is checked by
+``opcheck.check`` with its recorded calls as samples. Each (op, check) result is
+judged against the xfail store (``opcheck.store``, PyTorch's failures_dict.json
+format): an unexpected failure, or an unexpected success (strict, as in
+PyTorch), fails the run; ``--opcheck-accept`` rewrites the store instead.
+Stage 2, ``symfuzz opcheck --from <calls file>``, reruns the checks without the suite.
+
+pytest-xdist: each worker records and checks the ops its own tests called, writes
+its calls to ``<calls file>.<worker id>`` and sends its reports (JSON) through
+``config.workeroutput``. The controller merges the reports per op (a check failed
+if it failed on any worker), merges the calls files, judges and reports.
+
+Loading this module must not import torch: once symfuzz is installed, pytest
+loads it in every run in the environment, most of which never use it. So only the
+standard library, pytest and ``opcheck.store`` at module level; the modules that
+need torch are imported when ``--opcheck`` is on, in the processes that run tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from opcheck.store import CHECKS, StoreError, XfailStore, apply_results
+
+DEFAULT_BUDGET = 60.0  # seconds per op; opcheck.api's own default (120) is meant for one op at a time
+DEFAULT_CALLS = ".symfuzz/opcheck-calls.jsonl"  # relative to rootdir
+REPRO_DIR = ".symfuzz/opcheck"  # relative to rootdir; one snippet per failing (op, check)
+# Accept mode from the environment; PYTORCH_OPCHECK_ACCEPT=1 is what PyTorch's own
+# generate_opcheck_tests reads, so users who know that get the same behaviour here.
+ACCEPT_ENV = ("SYMFUZZ_OPCHECK_ACCEPT", "PYTORCH_OPCHECK_ACCEPT")
+WORKEROUTPUT_KEY = "symfuzz_opcheck"
+_INTERRUPTED = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
+_FAILING = ("failed", "xpassed")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("symfuzz opcheck", "symfuzz opcheck: check the custom ops the tests call")
+    # Defaults are None so that "not given on the command line" can fall back to the ini value.
+    group.addoption("--opcheck", action="store_true", default=None, dest="opcheck",
+                    help="record calls to custom ops during the tests and check those ops at the end (ini: opcheck)")
+    group.addoption("--no-opcheck", action="store_false", default=None, dest="opcheck",
+                    help="switch opcheck off, e.g. when the ini's addopts switches it on")
+    group.addoption("--opcheck-namespaces", default=None, metavar="NS[,NS...]",
+                    help="op namespaces to record and check, e.g. mylib (ini: opcheck_namespaces)")
+    group.addoption("--opcheck-store", default=None, metavar="PATH",
+                    help="xfail store (PyTorch failures_dict.json format), relative to rootdir; "
+                         "without one every failure is unexpected (ini: opcheck_store)")
+    group.addoption("--opcheck-accept", action="store_true", default=False,
+                    help="rewrite the store so that it expects this run's results; the run is not failed "
+                         "by opcheck (also SYMFUZZ_OPCHECK_ACCEPT=1 or PYTORCH_OPCHECK_ACCEPT=1)")
+    group.addoption("--opcheck-calls", default=None, metavar="PATH",
+                    help=f"where to write the recorded calls, relative to rootdir (default {DEFAULT_CALLS}; "
+                         "ini: opcheck_calls)")
+    group.addoption("--opcheck-record-only", action="store_true", default=False,
+                    help="only record the calls (stage 1); check them later with symfuzz opcheck --from FILE")
+    group.addoption("--opcheck-checks", default=None, metavar="CHECK[,CHECK...]",
+                    help=f"checks to run (default all: {', '.join(CHECKS)}; ini: opcheck_checks)")
+    group.addoption("--opcheck-budget", default=None, metavar="SECONDS",
+                    help=f"time budget per op, shared by its checks (default {DEFAULT_BUDGET:g}; ini: opcheck_budget)")
+    parser.addini("opcheck", "record and check custom ops (as --opcheck)", type="bool", default=False)
+    parser.addini("opcheck_namespaces", "op namespaces to record and check, comma-separated", default="")
+    parser.addini("opcheck_store", "xfail store path, relative to rootdir", default="")
+    parser.addini("opcheck_calls", "calls file path, relative to rootdir", default="")
+    parser.addini("opcheck_checks", "checks to run, comma-separated (default all)", default="")
+    parser.addini("opcheck_budget", "time budget per op in seconds", default="")
+
+
+@dataclass
+class Settings:
+    namespaces: list[str]
+    store: Path | None
+    accept: str  # "" when off, else what switched it on (shown in the summary)
+    calls: Path
+    record_only: bool
+    checks: list[str] | None  # None: all
+    budget: float
+
+
+def _option(config, name, ini):
+    """The command-line value if given, else the ini value: the command line wins."""
+    value = config.getoption(name)
+    return config.getini(ini) if value is None else value
+
+
+def _names(text):
+    return [part.strip() for part in str(text).replace(" ", ",").split(",") if part.strip()]
+
+
+def _settings(config) -> Settings | None:
+    """The plugin's settings, or None when --opcheck is off. Mistakes are UsageErrors (one line, no traceback)."""
+    if not _option(config, "opcheck", "opcheck"):
+        return None
+    namespaces = _names(_option(config, "opcheck_namespaces", "opcheck_namespaces"))
+    if not namespaces:
+        raise pytest.UsageError("--opcheck needs the op namespaces to check: --opcheck-namespaces=mylib[,other] "
+                                "(or opcheck_namespaces in the ini file)")
+    bad = [ns for ns in namespaces if "::" in ns or not ns.isidentifier()]
+    if bad:
+        raise pytest.UsageError(f"--opcheck-namespaces: {', '.join(bad)} is not a namespace (mylib, not mylib::op)")
+    root = config.rootpath
+    store = _option(config, "opcheck_store", "opcheck_store")
+    calls = _option(config, "opcheck_calls", "opcheck_calls") or DEFAULT_CALLS
+    checks = _names(_option(config, "opcheck_checks", "opcheck_checks")) or None
+    if checks is not None:
+        checks = [c.removeprefix("test_") for c in checks]  # the store's spelling is accepted too
+        unknown = [c for c in checks if c not in CHECKS]
+        if unknown:
+            raise pytest.UsageError(f"--opcheck-checks: unknown check(s) {', '.join(unknown)}; "
+                                    f"choose from {', '.join(CHECKS)}")
+    budget_text = _option(config, "opcheck_budget", "opcheck_budget") or DEFAULT_BUDGET
+    try:
+        budget = float(budget_text)
+    except ValueError:
+        budget = -1.0
+    if not budget > 0:
+        raise pytest.UsageError(f"--opcheck-budget: expected a positive number of seconds, got {budget_text!r}")
+    accept = "--opcheck-accept" if config.getoption("opcheck_accept") else ""
+    for var in ACCEPT_ENV:
+        if not accept and os.environ.get(var) == "1":
+            accept = f"{var}=1"
+    if accept and not store:
+        raise pytest.UsageError(f"opcheck accept mode ({accept}) needs a store to write: --opcheck-store=PATH")
+    settings = Settings(namespaces=namespaces, store=root / store if store else None, accept=accept,
+                        calls=root / calls, record_only=bool(config.getoption("opcheck_record_only")),
+                        checks=checks, budget=budget)
+    if settings.store is not None:
+        try:
+            XfailStore.load(settings.store)  # a broken store should stop the run now, not after the tests
+        except StoreError as exc:
+            raise pytest.UsageError(f"--opcheck-store: {exc}") from None
+    return settings
+
+
+def pytest_configure(config):
+    settings = _settings(config)
+    if settings is not None:
+        config.pluginmanager.register(OpcheckSession(config, settings), "symfuzz_opcheck_session")
+
+
+# ---------------------------------------------------------------- merging
+
+
+def merge_reports(reports):
+    """{op: Report}: one report per op from several (xdist workers that each checked it).
+
+    A check failed if it failed anywhere (the failing result, with its failures, is
+    kept); else it passed if it ran anywhere; else it was skipped. An op is "not
+    checked" (error) only when no report for it has any result.
+    """
+    merged = {}
+    for report in reports:
+        have = merged.get(report.op)
+        if have is None:
+            merged[report.op] = copy.deepcopy(report)
+            continue
+        have.samples += report.samples
+        have.seconds += report.seconds
+        for name, result in report.results.items():
+            mine = have.results.get(name)
+            rank = {"failed": 2, "passed": 1, "skipped": 0}
+            if mine is None or rank[result.status] > rank[mine.status]:
+                keep = copy.deepcopy(result)
+                if mine is not None:
+                    keep.notes += [n for n in mine.notes if n not in keep.notes]
+                have.results[name] = keep
+            else:
+                mine.notes += [n for n in result.notes if n not in mine.notes]
+        have.error = "" if have.results else (have.error or report.error)
+    return {op: merged[op] for op in sorted(merged)}
+
+
+@dataclass
+class Outcome:
+    op: str
+    check: str
+    outcome: str  # passed | failed | xfailed | xpassed | skipped
+    result: object  # the merged opcheck.report.CheckResult
+    comment: str = ""  # the store's comment on this (op, check), if any
+
+
+def judge(reports, store: XfailStore):
+    """[Outcome] for every (op, check) that has a result, in check order."""
+    out = []
+    for op, report in reports.items():
+        for check in CHECKS:
+            result = report.results.get(check)
+            if result is None:
+                continue
+            _, comment = store.expected(op, check)
+            outcome = "skipped" if result.status == "skipped" else store.judge(op, check, result.passed)
+            out.append(Outcome(op, check, outcome, result, comment))
+    return out
+
+
+def _first_line(text):
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _store_changes(before: dict, after: dict):
+    """Readable lines for what accept changed in the store's data."""
+    lines = []
+    for op in sorted(set(before) | set(after)):
+        old, new = before.get(op, {}), after.get(op, {})
+        for test in sorted(set(old) | set(new)):
+            a, b = old.get(test), new.get(test)
+            if a == b:
+                continue
+            if a is None:
+                lines.append(f"added {op} {test}: {b['status']}  ({b['comment']})")
+            elif b is None:
+                lines.append(f"removed {op} {test} (was {a['status']}): it passes now")
+            else:
+                comment = "; comment kept" if b["comment"] and b["comment"] == a["comment"] else ""
+                lines.append(f"changed {op} {test}: {a['status']} -> {b['status']}{comment}")
+    return lines
+
+
+# ---------------------------------------------------------------- the plugin
+
+
+class OpcheckSession:
+    """Registered only when --opcheck is on; one per process (plain run, xdist worker or controller)."""
+
+    def __init__(self, config, settings: Settings):
+        self.config = config
+        self.settings = settings
+        self.worker_id = config.workerinput["workerid"] if hasattr(config, "workerinput") else None
+        self.calls = []  # distinct OpCalls recorded in this process
+        self.unrecorded = []  # why some calls could not be recorded (from CallRecorder)
+        self.reports = []  # Reports: this process's own, plus the workers' on the controller
+        self.notes = []  # lines for the summary: calls not written, workers lost, ...
+        self.ncalls = 0  # calls written (merged on the controller)
+        self.parts = []  # the workers' calls files (controller)
+        self.checks_run = False
+        self.outcomes = None  # [Outcome] once judged; None: nothing to summarize
+        self.errors = []  # ops that could not be checked
+        self.store_changes = None  # [line] in accept mode
+        self.finished = False
+
+    # ---------------------------------------------------------- stage 1: capture
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        # Only the call phase: fixtures' setup and teardown calls are not the test's samples.
+        # torch: imported only here, in processes that run tests, and only with --opcheck.
+        from opcheck.calls import CallRecorder, dedupe
+
+        try:
+            with CallRecorder(self.settings.namespaces, test=item.nodeid, sink=self.calls, skipped=self.unrecorded):
+                return (yield)
+        finally:
+            # Dedupe as we go, so that a suite calling an op in a loop doesn't hold every input.
+            self.calls[:] = dedupe(self.calls)
+
+    # ---------------------------------------------------------- session end
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        """Controller: collect one worker's reports and calls file (xdist hook)."""
+        name = getattr(getattr(node, "gateway", None), "id", "worker")
+        payload = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+        if payload is None:
+            if error:
+                self.notes.append(f"{name} went down ({error}): its opcheck results are lost")
+            return
+        from opcheck.report import Report  # plain data, no torch
+
+        data = json.loads(payload)
+        reports = [Report.from_json(r) for r in data["reports"]]
+        self.reports.extend(reports)
+        out = self.config.pluginmanager.get_plugin("terminalreporter")
+        if out is not None and reports:
+            # The workers check their ops after their tests, silently: say what each did.
+            ops = ", ".join(r.op + (" (not checked)" if r.error else "") for r in reports)
+            _fresh_line(out)
+            out.write_line(f"[{name}] symfuzz opcheck checked {ops} in {sum(r.seconds for r in reports):.1f}s")
+        self.notes.extend(f"{name}: {n}" for n in data["notes"])
+        self.checks_run |= data["checks_run"]
+        if data["calls_part"]:
+            self.parts.append(Path(data["calls_part"]))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        # tryfirst, and not a wrapper: the terminal reporter prints its summary after
+        # every plain sessionfinish has run, and must see our results and exit status.
+        if self.config.getoption("collectonly") or self.finished:
+            return
+        self.finished = True
+        stopped = exitstatus in _INTERRUPTED or session.shouldstop or session.shouldfail
+        controller = self.worker_id is None and self.config.pluginmanager.has_plugin("dsession")
+        if controller:
+            self._merge_calls_files()
+        else:
+            self._write_calls()
+            if not self.settings.record_only:
+                if stopped:
+                    self.notes.append("checks not run: the session stopped early; the calls file is written")
+                else:
+                    self._check_ops()
+        if self.worker_id is not None:
+            self.config.workeroutput[WORKEROUTPUT_KEY] = json.dumps({
+                "reports": [r.to_json() for r in self.reports], "notes": self.notes, "checks_run": self.checks_run,
+                "calls_part": str(self.calls_path) if self.ncalls else "",
+            })
+            return
+        if self.settings.record_only or not self.checks_run:
+            return
+        self._judge(session)
+
+    @property
+    def calls_path(self) -> Path:
+        path = self.settings.calls
+        return path.with_name(f"{path.name}.{self.worker_id}") if self.worker_id else path
+
+    def _write_calls(self):
+        self.notes.extend(f"not recorded: {reason}" for reason in dict.fromkeys(self.unrecorded))
+        if not self.calls:
+            self.calls_path.unlink(missing_ok=True)  # the file describes this run: no stale calls
+            return
+        from opcheck.calls import encode_call, write_calls
+
+        # An argument the file format can't hold (a custom object, ...) drops that call
+        # from the file only: it is still checked in this run, from the live inputs.
+        writable = []
+        for call in self.calls:
+            try:
+                encode_call(call)
+            except (TypeError, ValueError) as exc:
+                self.notes.append(f"{call.op} ({call.test}): not written to the calls file: {exc}")
+            else:
+                writable.append(call)
+        if writable:
+            self.ncalls = write_calls(self.calls_path, writable)
+        else:
+            self.calls_path.unlink(missing_ok=True)
+
+    def _merge_calls_files(self):
+        """Controller: the workers' calls files into one (deduplicated), parts deleted."""
+        calls_path = self.settings.calls
+        stale = set(calls_path.parent.glob(calls_path.name + ".gw*")) - set(self.parts)
+        for path in stale:  # left by an earlier run that was killed: not this run's calls
+            path.unlink(missing_ok=True)
+        if not self.parts:
+            calls_path.unlink(missing_ok=True)  # the file describes this run: no stale calls
+            return
+        # This imports torch on the controller too: merging needs call signatures.
+        from opcheck.calls import CallsFileError, read_calls, write_calls
+
+        calls = []
+        for part in self.parts:
+            try:
+                calls.extend(read_calls(part))
+            except CallsFileError as exc:
+                self.notes.append(f"calls file of a worker not merged: {exc}")
+        self.ncalls = write_calls(calls_path, calls)
+        for part in self.parts:
+            part.unlink(missing_ok=True)
+
+    def _check_ops(self):
+        """Stage 2 in-process: opcheck.check per op, its recorded calls as samples."""
+        if not self.calls:
+            return
+        from opcheck.api import check
+        from opcheck.checks.common import OpCheckUsageError
+        from opcheck.report import Report
+
+        self.checks_run = True
+        by_op = {}
+        for call in self.calls:
+            by_op.setdefault(call.op, []).append(call)
+        out = self.config.pluginmanager.get_plugin("terminalreporter") if self.worker_id is None else None
+        if out is not None:
+            _fresh_line(out)
+            out.write_sep("-", f"symfuzz opcheck: checking {len(by_op)} op(s), up to {self.settings.budget:g}s each")
+        for op, calls in by_op.items():
+            samples = [(call.args, call.kwargs) for call in calls]
+            if out is not None:
+                out.write(f"{op} ({len(samples)} sample(s)):", flush=True)
+
+            shown = []  # this op's checks written so far (for the commas)
+
+            def progress(name, result, out=out, shown=shown):
+                if out is not None:
+                    mark = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}[result.status]
+                    out.write(("," if shown else "") + f" {name} {mark}", flush=True)
+                    shown.append(name)
+
+            # "ns::name" of a default overload: name .default, or a multi-overload op is ambiguous.
+            target = op if "." in op.split("::", 1)[-1] else op + ".default"
+            try:
+                # torch's own warnings while compiling and tracing are not the suite's
+                # warnings; they would crowd the user's warnings summary.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    report = check(target, samples, checks=self.settings.checks, budget=self.settings.budget,
+                                   progress=progress)
+            except OpCheckUsageError as exc:
+                report = Report(op=op, samples=len(samples), error=str(exc))
+            except KeyboardInterrupt:
+                self.notes.append(f"checks interrupted at {op}; later ops were not checked")
+                if out is not None:
+                    out.line(" interrupted")
+                break
+            except Exception as exc:  # noqa: BLE001 - one op that opcheck can't handle must not crash the session
+                report = Report(op=op, samples=len(samples),
+                                error=f"opcheck raised {type(exc).__name__}: {_first_line(exc)}")
+            self.reports.append(report)
+            if out is not None:
+                out.line(f"  ({report.seconds:.1f}s)" if not report.error else f" not checked: {report.error}")
+
+    def _judge(self, session):
+        """Controller or plain run: merge, write repros, judge, accept; fail the session if needed."""
+        reports = merge_reports(self.reports)
+        self.errors = [r for r in reports.values() if r.error]
+        self._write_repros(reports)
+        store = XfailStore.load(self.settings.store) if self.settings.store else XfailStore("")
+        self.outcomes = judge(reports, store)
+        if self.settings.accept:
+            results = []
+            for o in self.outcomes:
+                if o.result.status == "skipped":
+                    continue
+                f = o.result.failures[0] if o.result.failures else None
+                message = f"[{f.kind}] {_first_line(f.message)}" if f else ""
+                results.append((o.op, o.check, o.result.passed, message))
+            before = copy.deepcopy(store.data)
+            self.settings.store.parent.mkdir(parents=True, exist_ok=True)
+            after = apply_results(self.settings.store, results)
+            self.store_changes = _store_changes(before, after.data)
+            return  # accept mode: the store now expects this run; opcheck fails nothing
+        unexpected = [o for o in self.outcomes if o.outcome in _FAILING]
+        if unexpected or self.errors:
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            out = self.config.pluginmanager.get_plugin("terminalreporter")
+            if out is not None:
+                # Shows in the final "N passed, ..." line, so a red exit code with all tests passed is explained.
+                out.stats.setdefault("opcheck failed", []).extend(unexpected + self.errors)
+
+    def _write_repros(self, reports):
+        """One snippet per failing (op, check); a stale snippet of a check that passed now is removed."""
+        directory = self.config.rootpath / REPRO_DIR
+        for op, report in reports.items():
+            for check, result in report.results.items():
+                path = directory / f"{_filename(op)}__{check}.py"
+                failure = next((f for f in result.failures if f.repro), None)
+                if failure is not None:
+                    directory.mkdir(parents=True, exist_ok=True)
+                    path.write_text(failure.repro.rstrip("\n") + "\n")
+                elif result.status == "passed":
+                    path.unlink(missing_ok=True)
+
+    # ---------------------------------------------------------- summary
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.worker_id is not None or not self.finished:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "symfuzz opcheck")
+        calls = self._shown(self.settings.calls)
+        if self.settings.record_only:
+            if self.ncalls:
+                tr.write_line(f"record only: {self.ncalls} call(s) written to {calls}; no checks were run")
+                tr.write_line(f"check them (stage 2): symfuzz opcheck --from {calls}")
+        elif self.outcomes is not None:
+            self._write_outcomes(tr)
+        if not self.ncalls and not self.reports:
+            ns = ", ".join(self.settings.namespaces)
+            tr.write_line(f"warning: no calls to ops in namespace(s) {ns} were captured during the tests' call "
+                          "phase: is --opcheck-namespaces right? (nothing was checked)", yellow=True, bold=True)
+        for note in self.notes:
+            tr.write_line(f"note: {note}", yellow=True)
+        if self.ncalls and not self.settings.record_only:
+            tr.write_line(f"calls: {calls} ({self.ncalls} call(s)); "
+                          f"recheck without the tests: symfuzz opcheck --from {calls}")
+        elif self.outcomes is not None:
+            tr.write_line("calls: none could be written to a calls file")
+
+    def _write_outcomes(self, tr):
+        by_op = {}
+        for o in self.outcomes:
+            by_op.setdefault(o.op, []).append(o)
+        for report in self.errors:
+            tr.write_line(f"{report.op}: ERROR not checked: {report.error}", red=True, bold=True)
+        for op, outcomes in by_op.items():
+            bad = any(o.outcome in _FAILING for o in outcomes)
+            verdict = ("accepted" if self.settings.accept else "FAILED") if bad else "ok"
+            marks = ", ".join(f"{o.check} {o.outcome.upper() if o.outcome in _FAILING else o.outcome}"
+                              for o in outcomes)
+            tr.write_line(f"{op}: {verdict}  [{marks}]", red=bad and not self.settings.accept, green=not bad)
+        for o in self.outcomes:
+            if o.outcome == "xfailed":
+                tr.write_line(f"xfailed {o.op} {o.check}: {o.comment or 'expected to fail (store)'}")
+        for o in self.outcomes:
+            if o.outcome == "failed":
+                for f in o.result.failures[:1]:
+                    head = "accepted as xfail:" if self.settings.accept else "FAILED"
+                    tr.write_line(f"{head} {o.op} {o.check} [{f.kind}]", red=not self.settings.accept, bold=True)
+                    tr.write_line(f"  input: {f.input}" + ("  (shrunk)" if f.shrunk else ""))
+                    for line in f.message.strip().splitlines()[:6]:
+                        tr.write_line(f"  {line}")
+                    if f.repro:
+                        repro = self.config.rootpath / REPRO_DIR / f"{_filename(o.op)}__{o.check}.py"
+                        tr.write_line(f"  repro: {self._shown(repro)}")
+            elif o.outcome == "xpassed" and self.settings.accept:
+                tr.write_line(f"accepted as passing: {o.op} {o.check} (the store expected a failure)", bold=True)
+            elif o.outcome == "xpassed":
+                tr.write_line(f"XPASSED {o.op} {o.check}: the store expects a failure ({o.comment or 'no comment'}) "
+                              "but it passed: fixed? run with --opcheck-accept to update the store", red=True, bold=True)
+        store = self._shown(self.settings.store) if self.settings.store else None
+        if self.settings.accept:
+            changes = self.store_changes or []
+            tr.write_line(f"accept mode ({self.settings.accept}): {store}: "
+                          + (f"{len(changes)} change(s)" if changes else "no changes"))
+            for line in changes:
+                tr.write_line(f"  {line}")
+        elif any(o.outcome in _FAILING for o in self.outcomes):
+            where = store or "a store (--opcheck-store=PATH)"
+            tr.write_line(f"known bugs? record them as expected failures in {where} with --opcheck-accept")
+
+    def _shown(self, path: Path) -> str:
+        """path relative to where pytest was started, when it is below it."""
+        try:
+            return str(Path(path).relative_to(self.config.invocation_params.dir))
+        except ValueError:
+            return str(path)
+
+
+def _fresh_line(tr):
+    """Start a new line on the terminal: ensure_newline() alone misses -q's progress dots."""
+    tr.ensure_newline()
+    if getattr(getattr(tr, "_tw", None), "width_of_current_line", 0):
+        tr.line("")
+
+
+def _filename(op):
+    """"ns::name.overload" -> "ns__name.overload": the repro file's stem."""
+    return op.replace("::", "__")

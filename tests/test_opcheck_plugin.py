@@ -1,0 +1,337 @@
+"""The symfuzz opcheck pytest plugin (opcheck/plugin.py), end to end on small suites.
+
+Every run is a fresh pytest subprocess (runpytest_subprocess): the plugin imports
+torch and registers custom ops, and neither may leak into this process. Most
+runs check only the cheap checks (schema, faketensor, symbolic_fake); one runs
+all of them on one small op.
+"""
+
+pytest_plugins = ["pytester"]
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from opcheck.store import CHECKS, XfailStore
+
+CHEAP = "--opcheck-checks=schema,faketensor,symbolic_fake"
+TIMEOUT = 300
+
+# Two ops with a fake kernel that floors where the real kernel rounds up (wrong
+# for odd sizes only, the tests use even ones) and one correct op.
+OPS = '''
+import torch
+
+
+@torch.library.custom_op("pt_mini::halve", mutates_args=())
+def halve(x: torch.Tensor) -> torch.Tensor:
+    """Every other column: ceil(n/2) of them."""
+    return x[..., ::2].clone(memory_format=torch.contiguous_format)
+
+
+@halve.register_fake
+def _(x):
+    return x.new_empty(*x.shape[:-1], {halve_cols})
+
+
+@torch.library.custom_op("pt_mini::top_half", mutates_args=())
+def top_half(x: torch.Tensor) -> torch.Tensor:
+    """The first ceil(n/2) rows."""
+    return x[: (x.shape[0] + 1) // 2].clone(memory_format=torch.contiguous_format)
+
+
+@top_half.register_fake
+def _(x):
+    return x.new_empty({top_rows}, *x.shape[1:])
+
+
+@torch.library.custom_op("pt_mini::twice", mutates_args=())
+def twice(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).contiguous()
+
+
+@twice.register_fake
+def _(x):
+    return x.new_empty(x.shape)
+
+
+twice.register_autograd(lambda ctx, grad: grad * 2, setup_context=lambda ctx, inputs, output: None)
+'''
+BUGGY = {"halve_cols": "x.shape[-1] // 2", "top_rows": "x.shape[0] // 2"}
+FIXED = {"halve_cols": "(x.shape[-1] + 1) // 2", "top_rows": "(x.shape[0] + 1) // 2"}
+
+TEST_ALL = '''
+import torch
+import mini_ops
+
+
+def test_halve():
+    x = torch.randn(4, 8)
+    assert torch.equal(mini_ops.halve(x), x[:, ::2])
+
+
+def test_top_half():
+    x = torch.randn(4, 8)
+    assert torch.equal(mini_ops.top_half(x), x[:2])
+
+
+def test_twice():
+    x = torch.randn(4, 8)
+    assert torch.equal(mini_ops.twice(x), x * 2)
+
+
+def test_not_an_op():
+    assert 1 + 1 == 2
+'''
+
+RETROFIT_INI = """
+[pytest]
+pythonpath = .
+addopts = --opcheck --opcheck-namespaces=pt_mini --opcheck-store=opcheck_failures.json
+"""
+
+
+def make_suite(pytester, fixed=False, ini=RETROFIT_INI, **tests):
+    pytester.makeini(ini)
+    pytester.makepyfile(mini_ops=OPS.format(**(FIXED if fixed else BUGGY)))
+    if tests:
+        pytester.makepyfile(**tests)  # dedented by pytester
+
+
+def run(pytester, *args):
+    result = pytester.runpytest_subprocess(*args, timeout=TIMEOUT)
+    result.text = result.stdout.str()
+    return result
+
+
+def store_data(pytester):
+    return XfailStore.load(pytester.path / "opcheck_failures.json").data
+
+
+def test_loading_the_plugin_imports_no_torch(pytester):
+    code = "import opcheck.plugin, sys; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    # A plain pytest run (the plugin is installed, --opcheck off) stays torch-free too.
+    pytester.makepyfile(test_plain="import sys\n\ndef test_no_torch():\n    assert 'torch' not in sys.modules\n")
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    assert "symfuzz opcheck" not in result.text
+
+
+def test_opcheck_without_namespaces_is_a_usage_error(pytester):
+    pytester.makepyfile(test_plain="def test_ok():\n    pass\n")
+    result = run(pytester, "--opcheck")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "ERROR: --opcheck needs the op namespaces to check" in err
+    assert "Traceback" not in err + result.text
+    result = run(pytester, "--opcheck", "--opcheck-namespaces=x", "--opcheck-checks=fake")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown check(s) fake" in result.stderr.str()
+
+
+def test_retrofit_store_cycle(pytester):
+    """Unexpected failure -> accept -> xfailed -> fixed (xpassed) -> accept keeps or drops the entry."""
+    make_suite(pytester, test_ops=TEST_ALL)
+
+    # 1. No store entries: the fake-kernel bugs fail the run, the ordinary tests pass.
+    result = run(pytester, CHEAP)
+    assert result.ret == 1, result.text
+    result.assert_outcomes(passed=4)
+    text = result.text
+    assert "pt_mini::halve: FAILED" in text
+    assert "pt_mini::top_half: FAILED" in text
+    assert "pt_mini::twice: ok  [schema passed, faketensor passed, symbolic_fake passed]" in text
+    assert "FAILED pt_mini::halve faketensor [wrong-shape]" in text
+    assert "input: x0: float32[" in text and "(shrunk)" in text
+    assert "opcheck failed" in text.splitlines()[-1]
+    repro = pytester.path / ".symfuzz/opcheck/pt_mini__halve__faketensor.py"
+    assert "repro: .symfuzz/opcheck/pt_mini__halve__faketensor.py" in text and repro.exists()
+    assert "symfuzz opcheck --from .symfuzz/opcheck-calls.jsonl" in text
+    assert (pytester.path / ".symfuzz/opcheck-calls.jsonl").exists()
+
+    # 2. Accept: the store now expects both failures; opcheck fails nothing.
+    result = run(pytester, CHEAP, "--opcheck-accept")
+    assert result.ret == 0, result.text
+    assert "added pt_mini::halve test_faketensor: xfail" in result.text
+    data = store_data(pytester)
+    assert data["pt_mini::halve"]["test_faketensor"]["status"] == "xfail"
+    assert data["pt_mini::top_half"]["test_faketensor"]["status"] == "xfail"
+    assert "pt_mini::twice" not in data
+
+    # A human explains one entry; the other's comment is cleared (as PyTorch writes entries).
+    store = XfailStore.load(pytester.path / "opcheck_failures.json")
+    store.data["pt_mini::halve"]["test_faketensor"]["comment"] = "odd widths floor; fix tracked in #12"
+    store.data["pt_mini::top_half"]["test_faketensor"]["comment"] = ""
+    store.save()
+
+    # 3. A plain rerun: expected failures are xfailed, the run passes.
+    result = run(pytester, CHEAP)
+    assert result.ret == 0, result.text
+    assert "pt_mini::halve: ok  [schema passed, faketensor xfailed, symbolic_fake passed]" in result.text
+    assert "xfailed pt_mini::halve faketensor: odd widths floor; fix tracked in #12" in result.text
+
+    # 4. The bugs are fixed: strict xfail, the unexpected successes fail the run.
+    make_suite(pytester, fixed=True)
+    result = run(pytester, CHEAP)
+    assert result.ret == 1, result.text
+    assert "faketensor XPASSED" in result.text
+    assert "XPASSED pt_mini::halve faketensor" in result.text
+
+    # 5. Accept: the commented entry is kept as xsuccess, the bare one is removed.
+    result = run(pytester, CHEAP, "--opcheck-accept")
+    assert result.ret == 0, result.text
+    assert "changed pt_mini::halve test_faketensor: xfail -> xsuccess; comment kept" in result.text
+    assert "removed pt_mini::top_half test_faketensor" in result.text
+    assert store_data(pytester) == {
+        "pt_mini::halve": {"test_faketensor": {"comment": "odd widths floor; fix tracked in #12", "status": "xsuccess"}}
+    }
+    assert not (pytester.path / ".symfuzz/opcheck/pt_mini__halve__faketensor.py").exists()  # stale repro removed
+    result = run(pytester, CHEAP)
+    assert result.ret == 0, result.text
+
+
+def test_xdist_workers_results_are_merged(pytester):
+    # loadfile puts each file on its own worker; both also call twice, so two workers check it.
+    make_suite(pytester, test_a="""
+        import torch
+        import mini_ops
+
+        def test_halve():
+            assert mini_ops.halve(torch.randn(4, 8)).shape == (4, 4)
+
+        def test_twice():
+            assert mini_ops.twice(torch.ones(4, 8)).sum() == 64
+        """, test_b="""
+        import torch
+        import mini_ops
+
+        def test_top_half():
+            assert mini_ops.top_half(torch.randn(4, 8)).shape == (2, 8)
+
+        def test_twice():
+            assert mini_ops.twice(torch.ones(2, 3)).sum() == 12
+        """)
+    result = run(pytester, CHEAP, "-n", "2", "--dist", "loadfile")
+    assert result.ret == 1, result.text
+    result.assert_outcomes(passed=4)
+    text = result.text
+    assert "[gw0] symfuzz opcheck checked" in text and "[gw1] symfuzz opcheck checked" in text
+    assert "FAILED pt_mini::halve faketensor [wrong-shape]" in text
+    assert "FAILED pt_mini::top_half faketensor [wrong-shape]" in text
+    assert "pt_mini::twice: ok" in text
+    calls = pytester.path / ".symfuzz/opcheck-calls.jsonl"
+    assert calls.exists()
+    assert not list(calls.parent.glob("opcheck-calls.jsonl.*")), "worker part files left behind"
+    lines = [json.loads(line) for line in calls.read_text().splitlines()[1:]]
+    assert sorted(c["op"] for c in lines) == ["pt_mini::halve", "pt_mini::top_half", "pt_mini::twice",
+                                              "pt_mini::twice"]
+
+    result = run(pytester, CHEAP, "-n", "2", "--dist", "loadfile", "--opcheck-accept")
+    assert result.ret == 0, result.text
+    data = store_data(pytester)
+    assert data["pt_mini::halve"]["test_faketensor"]["status"] == "xfail"
+    assert data["pt_mini::top_half"]["test_faketensor"]["status"] == "xfail"
+
+
+def test_record_only_writes_calls_and_checks_nothing(pytester):
+    make_suite(pytester, test_ops=TEST_ALL)
+    result = run(pytester, "--opcheck-record-only", "--opcheck-calls=out/calls.jsonl")
+    assert result.ret == 0, result.text
+    assert "record only: 3 call(s) written to out/calls.jsonl; no checks were run" in result.text
+    assert "symfuzz opcheck --from out/calls.jsonl" in result.text
+    assert "checking" not in result.text and "FAILED" not in result.text
+
+    from opcheck.calls import read_calls  # imports torch; only reads tensors back
+
+    calls = read_calls(pytester.path / "out/calls.jsonl")
+    assert {c.op: c.test for c in calls} == {
+        "pt_mini::halve": "test_ops.py::test_halve",
+        "pt_mini::top_half": "test_ops.py::test_top_half",
+        "pt_mini::twice": "test_ops.py::test_twice",
+    }
+    assert all(tuple(c.args[0].shape) == (4, 8) for c in calls)
+
+
+def test_all_checks_on_one_op_from_ini(pytester):
+    """The ini alone switches opcheck on; command-line options win over ini values."""
+    make_suite(pytester, ini="""
+        [pytest]
+        pythonpath = .
+        opcheck = true
+        opcheck_namespaces = not_this_one
+        opcheck_checks = schema
+        opcheck_budget = 30
+        """, test_ops="""
+        import torch
+        import mini_ops
+
+        def test_twice():
+            assert torch.equal(mini_ops.twice(torch.ones(4, 8)), torch.full((4, 8), 2.0))
+        """)
+    result = run(pytester, "--opcheck-namespaces=pt_mini", "--opcheck-checks=" + ",".join(CHECKS))
+    assert result.ret == 0, result.text
+    assert ("pt_mini::twice: ok  [schema passed, autograd_registration passed, faketensor passed, symbolic_fake "
+            "passed, gradient passed, aot_dispatch_dynamic passed, inductor_dynamic passed]") in result.text
+
+
+def test_namespace_typo_warns(pytester):
+    make_suite(pytester, test_ops=TEST_ALL)
+    result = run(pytester, "--opcheck-namespaces=pt_mnii", "--opcheck-store=")
+    assert result.ret == 0, result.text
+    assert "warning: no calls to ops in namespace(s) pt_mnii were captured" in result.text
+
+
+def test_ops_that_cannot_be_checked_or_recorded_are_reported_not_a_crash(pytester):
+    # once works once only, so opcheck's rerun of the recorded sample raises: an op error.
+    # shift is called with a complex scalar, which the calls file can't hold: a note, still checked.
+    pytester.makeini(RETROFIT_INI)
+    pytester.makepyfile(odd_ops='''
+        from typing import Union
+
+        import torch
+
+        CALLS = []
+
+
+        @torch.library.custom_op("pt_mini::once", mutates_args=())
+        def once(x: torch.Tensor) -> torch.Tensor:
+            if CALLS:
+                raise RuntimeError("called twice")
+            CALLS.append(1)
+            return x.clone()
+
+
+        @once.register_fake
+        def _(x):
+            return x.new_empty(x.shape)
+
+
+        @torch.library.custom_op("pt_mini::shift", mutates_args=())
+        def shift(x: torch.Tensor, s: Union[int, float, bool]) -> torch.Tensor:
+            return x + s
+
+
+        @shift.register_fake
+        def _(x, s):
+            return torch.empty_like(x, dtype=torch.result_type(x, s))
+        ''', test_odd="""
+        import torch
+        import odd_ops
+
+        def test_once():
+            assert odd_ops.once(torch.ones(3)).sum() == 3
+
+        def test_shift():
+            assert odd_ops.shift(torch.ones(3, dtype=torch.complex64), 1j)[0] == 1 + 1j
+        """)
+    result = run(pytester, CHEAP)
+    assert result.ret == 1, result.text
+    result.assert_outcomes(passed=2)
+    text = result.text
+    assert "pt_mini::once: ERROR not checked: the real kernel raised on sample 0" in text
+    assert "pt_mini::shift: ok" in text
+    assert "pt_mini::shift (test_odd.py::test_shift): not written to the calls file: cannot record a complex" in text
+    assert "INTERNALERROR" not in text
