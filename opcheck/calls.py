@@ -51,6 +51,8 @@ def encode_value(value):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, complex):
+        return {"__complex__": [repr(value.real), repr(value.imag)]}
     if isinstance(value, tuple):
         return {"__tuple__": [encode_value(v) for v in value]}
     if isinstance(value, list):
@@ -67,6 +69,8 @@ def encode_value(value):
 
 
 def _encode_tensor(t: torch.Tensor) -> dict:
+    if t.layout != torch.strided or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+        raise TypeError(f"cannot record a {type(t).__name__} with layout {t.layout}: only plain dense tensors")
     requires_grad = bool(t.requires_grad)
     t = t.detach()
     out = {
@@ -100,6 +104,8 @@ def decode_value(value):
         return {k: decode_value(v) for k, v in value["__dict__"]}
     if "__float__" in value:
         return float(value["__float__"])
+    if "__complex__" in value:
+        return complex(float(value["__complex__"][0]), float(value["__complex__"][1]))
     if "__dtype__" in value:
         return getattr(torch, value["__dtype__"])
     if "__device__" in value:
@@ -179,6 +185,9 @@ def write_calls(path, calls) -> int:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".calls-", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a calls file is an ordinary file
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps({"symfuzz_opcheck_calls": FORMAT_VERSION, "torch": torch.__version__}) + "\n")
         for call in calls:

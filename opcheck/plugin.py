@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,6 +253,7 @@ class OpcheckSession:
         self.errors = []  # ops that could not be checked
         self.store_changes = None  # [line] in accept mode
         self.finished = False
+        self._written_ops = []  # ops with at least one call in this process's calls file
 
     # ---------------------------------------------------------- stage 1: capture
 
@@ -345,6 +347,7 @@ class OpcheckSession:
                 self.notes.append(f"{call.op} ({call.test}): not written to the calls file: {exc}")
             else:
                 writable.append(call)
+        self._written_ops = [call.op for call in writable]
         if writable:
             self.ncalls = write_calls(self.calls_path, writable)
         else:
@@ -373,12 +376,19 @@ class OpcheckSession:
             part.unlink(missing_ok=True)
 
     def _check_ops(self):
-        """Stage 2 in-process: opcheck.check per op, its recorded calls as samples."""
+        """Stage 2: check each op from its recorded calls, in a child process.
+
+        The checks call the op's kernels on thousands of shapes its author never
+        tried; one that segfaults or hangs must become a result, not kill the
+        test session (opcheck.runner). Ops the child can't rebuild (their calls
+        could not be written, or the module that registers them is unknown) are
+        checked here in-process instead, from the live inputs.
+        """
         if not self.calls:
             return
-        from opcheck.api import check
-        from opcheck.checks.common import OpCheckUsageError
-        from opcheck.report import Report
+        from opcheck.checks.common import OpCheckUsageError, resolve_op
+        from opcheck.repro import op_module
+        from opcheck.runner import ChildImportError, Task, run_ops
 
         self.checks_run = True
         by_op = {}
@@ -388,41 +398,61 @@ class OpcheckSession:
         if out is not None:
             _fresh_line(out)
             out.write_sep("-", f"symfuzz opcheck: checking {len(by_op)} op(s), up to {self.settings.budget:g}s each")
-        for op, calls in by_op.items():
-            samples = [(call.args, call.kwargs) for call in calls]
-            if out is not None:
-                out.write(f"{op} ({len(samples)} sample(s)):", flush=True)
-
-            shown = []  # this op's checks written so far (for the commas)
-
-            def progress(name, result, out=out, shown=shown):
-                if out is not None:
-                    mark = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}[result.status]
-                    out.write(("," if shown else "") + f" {name} {mark}", flush=True)
-                    shown.append(name)
-
-            # "ns::name" of a default overload: name .default, or a multi-overload op is ambiguous.
-            target = op if "." in op.split("::", 1)[-1] else op + ".default"
+        written = set(self._written_ops)
+        modules, isolated, local = set(), [], []
+        for op in by_op:
             try:
-                # torch's own warnings while compiling and tracing are not the suite's
-                # warnings; they would crowd the user's warnings summary.
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    report = check(target, samples, checks=self.settings.checks, budget=self.settings.budget,
-                                   progress=progress)
-            except OpCheckUsageError as exc:
-                report = Report(op=op, samples=len(samples), error=str(exc))
-            except KeyboardInterrupt:
-                self.notes.append(f"checks interrupted at {op}; later ops were not checked")
+                module = op_module(resolve_op(op))
+            except OpCheckUsageError:
+                module = None
+            if op in written and module is not None:
+                modules.add(module)
+                isolated.append(op)
+            else:
+                local.append(op)
+        if isolated:
+            task = Task(ops=isolated, calls_file=str(self.calls_path), modules=sorted(modules),
+                        sys_path=[str(Path.cwd()), *sys.path], checks=self.settings.checks, budget=self.settings.budget)
+
+            def started(op, out=out):
                 if out is not None:
-                    out.line(" interrupted")
-                break
-            except Exception as exc:  # noqa: BLE001 - one op that opcheck can't handle must not crash the session
-                report = Report(op=op, samples=len(samples),
-                                error=f"opcheck raised {type(exc).__name__}: {_first_line(exc)}")
-            self.reports.append(report)
-            if out is not None:
-                out.line(f"  ({report.seconds:.1f}s)" if not report.error else f" not checked: {report.error}")
+                    out.write(f"{op} ...", flush=True)
+
+            def finished(report, out=out):
+                self.reports.append(report)
+                if out is not None:
+                    out.line(f" {_report_marks(report)}")
+
+            try:
+                run_ops(task, on_start=started, on_report=finished)
+            except ChildImportError as exc:
+                self.notes.append(f"checked in-process, without crash isolation ({exc})")
+                done = {r.op for r in self.reports}
+                local += [op for op in isolated if op not in done]
+        for op in local:
+            self._check_in_process(op, by_op[op], out)
+
+    def _check_in_process(self, op, calls, out):
+        from opcheck.api import check
+        from opcheck.checks.common import OpCheckUsageError
+        from opcheck.report import Report
+
+        samples = [(call.args, call.kwargs) for call in calls]
+        if out is not None:
+            out.write(f"{op} ({len(samples)} sample(s), in-process):", flush=True)
+        try:
+            # torch's own warnings while compiling and tracing are not the suite's
+            # warnings; they would crowd the user's warnings summary.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                report = check(op, samples, checks=self.settings.checks, budget=self.settings.budget)
+        except OpCheckUsageError as exc:
+            report = Report(op=op, samples=len(samples), error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - one op that opcheck can't handle must not crash the session
+            report = Report(op=op, samples=len(samples), error=f"opcheck raised {type(exc).__name__}: {_first_line(exc)}")
+        self.reports.append(report)
+        if out is not None:
+            out.line(f" {_report_marks(report)}")
 
     def _judge(self, session):
         """Controller or plain run: merge, write repros, judge, accept; fail the session if needed."""
@@ -540,6 +570,13 @@ class OpcheckSession:
             return str(Path(path).relative_to(self.config.invocation_params.dir))
         except ValueError:
             return str(path)
+
+
+def _report_marks(report) -> str:
+    if report.error:
+        return f"not checked: {report.error}"
+    marks = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}
+    return ", ".join(f"{name} {marks[r.status]}" for name, r in report.results.items()) + f"  ({report.seconds:.1f}s)"
 
 
 def _fresh_line(tr):

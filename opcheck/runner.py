@@ -28,6 +28,10 @@ from dataclasses import dataclass, field
 from opcheck.report import Report
 
 
+class ChildImportError(Exception):
+    """The child could not import a module that registers the ops."""
+
+
 @dataclass
 class Task:
     ops: list[str]  # op names, in order
@@ -100,6 +104,9 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
         while True:
             offset, events = _read_events(out_path, offset)
             for event in events:
+                if "import_error" in event:
+                    _kill(child)
+                    raise ChildImportError(event["import_error"])
                 if "input" in event:
                     last_input = event["input"]
                 elif "start" in event:
@@ -116,6 +123,8 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
             if code is not None:
                 offset, events = _read_events(out_path, offset)
                 for event in events:  # the last lines written before it exited
+                    if "import_error" in event:
+                        raise ChildImportError(event["import_error"])
                     if "report" in event:
                         report = Report.from_json(event["report"])
                         reports[report.op] = report
@@ -183,7 +192,13 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
         if entry not in sys.path:
             sys.path.insert(0, entry)
     for module in task.modules:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # reported to the parent, which decides what to do
+            if emit is None:
+                raise
+            emit({"import_error": f"cannot import {module}: {type(exc).__name__}: {exc}"})
+            raise SystemExit(3) from None
     samples = _samples(task)
     reports = []
     for op in task.ops:

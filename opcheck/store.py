@@ -1,8 +1,8 @@
 """The xfail store of symfuzz opcheck: which checks are expected to fail on which custom op.
 
 The file format is PyTorch's ``failures_dict.json`` (torch/testing/_internal/optests/
-generate_tests.py), serialized byte for byte the way PyTorch writes it, so one file
-can be read, diffed and reviewed by either tool::
+generate_tests.py), serialized byte for byte the way PyTorch writes it: PyTorch's ``FailuresDict``
+loads our files and we load theirs::
 
     {"_description": "...", "_version": 1,
      "data": {"mylib::op": {"test_faketensor": {"comment": "...", "status": "xfail"}}}}
@@ -10,6 +10,8 @@ can be read, diffed and reviewed by either tool::
 Our own entries use the bare key ``test_<check>``. PyTorch's entries look like
 ``TestMyOps.test_faketensor__test_foo`` (one per generated test); they apply to the
 check named after ``test_`` so an existing PyTorch file migrates without edits.
+(PyTorch's ``generate_opcheck_tests`` validator wants ``Class.test`` names, so it
+would refuse our bare keys: a store is shared for reading, not for that generator.)
 
 Standard library only: the pytest plugin imports this module and must not import torch.
 """
@@ -66,7 +68,10 @@ def _comment(message):
     first = lines[0] if lines else "failed"
     if len(first) > _COMMENT_CHARS:
         first = first[: _COMMENT_CHARS - 3] + "..."
-    return "symfuzz: " + first
+    return _AUTO + first
+
+
+_AUTO = "symfuzz: "  # the prefix of comments accept() writes itself
 
 
 class XfailStore:
@@ -137,10 +142,12 @@ class XfailStore:
         for name, entry in entries:
             if entry["status"] != "xfail":
                 continue
-            if entry["comment"]:
-                entry["status"] = "xsuccess"  # keep the explanation; xsuccess is the default anyway
+            if entry["comment"] and not entry["comment"].startswith(_AUTO):
+                entry["status"] = "xsuccess"  # keep a human's explanation; xsuccess is the default anyway
             else:
-                del tests[name]  # PyTorch's convention: a bare xsuccess entry is just removed
+                # PyTorch's convention: a bare xsuccess entry is just removed. So is one
+                # whose comment we wrote ourselves: it described a failure that is gone.
+                del tests[name]
         if not tests:
             del self.data[op]
         return True

@@ -15,6 +15,8 @@ rejects do not count.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from dataclasses import dataclass, replace
 
@@ -265,10 +267,11 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
             return outcome.kind == first_kind[0]
 
         try:
-            v = find(sweep.strategy(max_size), fails, settings=settings(
-                max_examples=examples, database=None, derandomize=True, deadline=None,
-                suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink),
-            ))
+            with _hypothesis_home():
+                v = find(sweep.strategy(max_size), fails, settings=settings(
+                    max_examples=examples, database=None, derandomize=True, deadline=None,
+                    suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink),
+                ))
         except (NoSuchExample, Unsatisfiable):
             v = None
         if v is not None:
@@ -284,6 +287,28 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
         v, case, outcome, shrunk = _greedy_shrink(run, sweep, v, case, outcome, deadline)
         result.failure, result.case, result.shrunk = outcome, case, shrunk
     return result
+
+
+@contextlib.contextmanager
+def _hypothesis_home():
+    """Hypothesis caches what it learns about source files under ./.hypothesis;
+    an opcheck run must not leave that in the user's working directory. A home
+    the user configured is left alone."""
+    from hypothesis import configuration
+
+    # Hypothesis fills in its default (./.hypothesis) on first use, so "not
+    # configured" is either unset or that default.
+    current = getattr(configuration, "__hypothesis_home_directory", None)
+    default = getattr(configuration, "__hypothesis_home_directory_default", None)
+    if (current is not None and current != default) or os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "symfuzz", "hypothesis")
+    configuration.set_hypothesis_home_dir(cache)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(current)
 
 
 def _greedy_shrink(run, sweep, v, case, outcome, deadline):

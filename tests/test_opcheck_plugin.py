@@ -284,23 +284,26 @@ def test_namespace_typo_warns(pytester):
     assert "warning: no calls to ops in namespace(s) pt_mnii were captured" in result.text
 
 
-def test_ops_that_cannot_be_checked_or_recorded_are_reported_not_a_crash(pytester):
-    # once works once only, so opcheck's rerun of the recorded sample raises: an op error.
-    # shift is called with a complex scalar, which the calls file can't hold: a note, still checked.
+def test_ops_that_cannot_be_checked_are_reported_not_a_crash(pytester):
+    # once works once per checkout only (a marker file), so opcheck's rerun of the
+    # recorded sample raises: an op error. bare has no Python registration symfuzz
+    # can find a module for (Library.impl, no fake), so it is checked in-process.
+    # crash segfaults on odd widths: the isolated checker reports it and the session survives.
     pytester.makeini(RETROFIT_INI)
     pytester.makepyfile(odd_ops='''
-        from typing import Union
+        import os
+        import signal
 
         import torch
 
-        CALLS = []
+        MARKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "once-called")
 
 
         @torch.library.custom_op("pt_mini::once", mutates_args=())
         def once(x: torch.Tensor) -> torch.Tensor:
-            if CALLS:
+            if os.path.exists(MARKER):
                 raise RuntimeError("called twice")
-            CALLS.append(1)
+            open(MARKER, "w").close()
             return x.clone()
 
 
@@ -309,14 +312,21 @@ def test_ops_that_cannot_be_checked_or_recorded_are_reported_not_a_crash(pyteste
             return x.new_empty(x.shape)
 
 
-        @torch.library.custom_op("pt_mini::shift", mutates_args=())
-        def shift(x: torch.Tensor, s: Union[int, float, bool]) -> torch.Tensor:
-            return x + s
+        @torch.library.custom_op("pt_mini::crash", mutates_args=())
+        def crash(x: torch.Tensor) -> torch.Tensor:
+            if x.shape[-1] % 2:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return x * 2
 
 
-        @shift.register_fake
-        def _(x, s):
-            return torch.empty_like(x, dtype=torch.result_type(x, s))
+        @crash.register_fake
+        def _(x):
+            return torch.empty_like(x)
+
+
+        lib = torch.library.Library("pt_mini", "DEF")
+        lib.define("bare(Tensor x) -> Tensor")
+        lib.impl("bare", lambda x: x + 1, "CPU")
         ''', test_odd="""
         import torch
         import odd_ops
@@ -324,14 +334,18 @@ def test_ops_that_cannot_be_checked_or_recorded_are_reported_not_a_crash(pyteste
         def test_once():
             assert odd_ops.once(torch.ones(3)).sum() == 3
 
-        def test_shift():
-            assert odd_ops.shift(torch.ones(3, dtype=torch.complex64), 1j)[0] == 1 + 1j
+        def test_crash():
+            assert odd_ops.crash(torch.ones(2, 4)).sum() == 16
+
+        def test_bare():
+            assert torch.ops.pt_mini.bare(torch.ones(2)).sum() == 4
         """)
     result = run(pytester, CHEAP)
     assert result.ret == 1, result.text
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     text = result.text
     assert "pt_mini::once: ERROR not checked: the real kernel raised on sample 0" in text
-    assert "pt_mini::shift: ok" in text
-    assert "pt_mini::shift (test_odd.py::test_shift): not written to the calls file: cannot record a complex" in text
+    assert "pt_mini::crash: ERROR not checked: crash: the process died of SIGSEGV" in text
+    assert "pt_mini::bare (1 sample(s), in-process):" in text
+    assert "FAILED pt_mini::bare faketensor [no-fake-kernel]" in text
     assert "INTERNALERROR" not in text

@@ -146,15 +146,20 @@ def test_accept_leaves_skip_and_expected_results_alone(tmp_path):
 
 
 def test_accept_passing_xfail_keeps_comments_and_removes_empty_op(tmp_path):
-    data = {"mylib::op": {"test_gradient": entry("xfail", "symfuzz: old"), "test_schema": entry("xfail")}}
+    data = {"mylib::op": {"test_gradient": entry("xfail", "odd widths; tracked in #12"),
+                          "test_schema": entry("xfail"),
+                          "test_faketensor": entry("xfail", "symfuzz: wrong-shape: ...")}}
     store = XfailStore.load(write(tmp_path, store_text(data)))
     assert store.accept("mylib::op", "gradient", True)
-    assert store.data["mylib::op"]["test_gradient"] == entry("xsuccess", "symfuzz: old")
+    assert store.data["mylib::op"]["test_gradient"] == entry("xsuccess", "odd widths; tracked in #12")
     assert store.accept("mylib::op", "schema", True)
     assert "test_schema" not in store.data["mylib::op"]
+    # A comment accept() wrote itself described the failure that is now gone.
+    assert store.accept("mylib::op", "faketensor", True)
+    assert "test_faketensor" not in store.data["mylib::op"]
     # A failure after the fix keeps the comment that was there.
     assert store.accept("mylib::op", "gradient", False, "new")
-    assert store.data["mylib::op"]["test_gradient"] == entry("xfail", "symfuzz: old")
+    assert store.data["mylib::op"]["test_gradient"] == entry("xfail", "odd widths; tracked in #12")
 
     store = XfailStore.load(write(tmp_path, store_text({"mylib::op": {"test_schema": entry("xfail")}}), "b.json"))
     assert store.accept("mylib::op", "schema", True)

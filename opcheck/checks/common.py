@@ -36,6 +36,8 @@ def resolve_op(op) -> torch._ops.OpOverload:
             raise OpCheckUsageError(
                 f"no op {ns}::{base} is registered (did you import the module that defines it? use --module)"
             ) from None
+        if not overload and "default" in packet.overloads():
+            overload = "default"  # "ns::name" names the default overload, as op_name() writes it
         op = getattr(packet, overload) if overload else packet
     if type(op).__name__ == "CustomOpDef":
         op = op._opoverload
