@@ -179,8 +179,10 @@ def dedupe(calls, per_op: int = MAX_CALLS_PER_OP) -> list[OpCall]:
 # --------------------------------------------------------------------- file
 
 
-def write_calls(path, calls) -> int:
-    """Write calls (deduplicated) atomically; returns how many were written."""
+def write_calls(path, calls, *, modules=(), paths=()) -> int:
+    """Write calls (deduplicated) atomically; returns how many were written.
+    ``modules`` register the ops and ``paths`` are where they import from;
+    stage 2 imports them, so ``symfuzz opcheck --from FILE`` needs nothing else."""
     calls = dedupe(calls)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -189,11 +191,50 @@ def write_calls(path, calls) -> int:
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a calls file is an ordinary file
     with os.fdopen(fd, "w") as f:
-        f.write(json.dumps({"symfuzz_opcheck_calls": FORMAT_VERSION, "torch": torch.__version__}) + "\n")
+        header = {"symfuzz_opcheck_calls": FORMAT_VERSION, "torch": torch.__version__,
+                  "modules": sorted(set(modules)), "paths": list(dict.fromkeys(paths))}
+        f.write(json.dumps(header) + "\n")
         for call in calls:
             f.write(json.dumps(encode_call(call)) + "\n")
     os.replace(tmp, path)
     return len(calls)
+
+
+def read_header(path) -> dict:
+    """The calls file's first line: format, torch version, modules and paths."""
+    try:
+        with open(path) as f:
+            header = json.loads(f.readline() or "{}")
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CallsFileError(f"cannot read calls file {path}: {exc}") from None
+    if header.get("symfuzz_opcheck_calls") != FORMAT_VERSION:
+        raise CallsFileError(f"{path} is not a symfuzz opcheck calls file (version {FORMAT_VERSION})")
+    return header
+
+
+def provenance(op_names) -> tuple[list[str], list[str]]:
+    """(modules that register these ops, the sys.path entries they import from)."""
+    import sys
+
+    from opcheck.checks.common import OpCheckUsageError, resolve_op
+    from opcheck.repro import op_module
+
+    modules, paths = [], []
+    for name in dict.fromkeys(op_names):
+        try:
+            module = op_module(resolve_op(name))
+        except OpCheckUsageError:
+            continue
+        if module is None or module in modules:
+            continue
+        modules.append(module)
+        file = getattr(sys.modules.get(module), "__file__", None)
+        if file:
+            root = os.path.dirname(os.path.abspath(file))
+            for _ in range(module.count(".") + (1 if file.endswith("__init__.py") else 0)):
+                root = os.path.dirname(root)
+            paths.append(root)
+    return modules, paths
 
 
 def read_calls(path) -> list[OpCall]:

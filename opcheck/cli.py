@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def cmd_opcheck(args) -> int:
 
 
 def _run(args) -> int:
-    from opcheck.calls import CallsFileError, read_calls
+    from opcheck.calls import CallsFileError, read_calls, read_header
     from opcheck.checks.common import OpCheckUsageError, op_name, resolve_op
     from opcheck.runner import Task, run_ops
     from opcheck.store import StoreError, XfailStore, apply_results
@@ -79,9 +80,22 @@ def _run(args) -> int:
     calls_ops = []
     if args.calls_file is not None:
         try:
+            header = read_header(args.calls_file)
             calls_ops = list(dict.fromkeys(c.op for c in read_calls(args.calls_file)))
         except CallsFileError as exc:
             raise OpcheckUsage(str(exc)) from None
+        # The recording run noted which modules register the ops and where they import from.
+        for path in header.get("paths", []):
+            if os.path.isdir(path) and path not in sys.path:
+                sys.path.append(path)
+        for module in header.get("modules", []):
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 - the recorded module may be gone; say so, go on
+                print(f"symfuzz opcheck: warning: cannot import {module} (recorded in {args.calls_file}): "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            else:
+                args.module.append(module)
     names = list(args.ops)
     for ns in (n.strip() for value in args.namespace for n in value.split(",") if n.strip()):
         found = _ops_in_namespace(ns)

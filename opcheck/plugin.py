@@ -335,7 +335,7 @@ class OpcheckSession:
         if not self.calls:
             self.calls_path.unlink(missing_ok=True)  # the file describes this run: no stale calls
             return
-        from opcheck.calls import encode_call, write_calls
+        from opcheck.calls import encode_call, provenance, write_calls
 
         # An argument the file format can't hold (a custom object, ...) drops that call
         # from the file only: it is still checked in this run, from the live inputs.
@@ -349,7 +349,8 @@ class OpcheckSession:
                 writable.append(call)
         self._written_ops = [call.op for call in writable]
         if writable:
-            self.ncalls = write_calls(self.calls_path, writable)
+            modules, paths = provenance(call.op for call in writable)
+            self.ncalls = write_calls(self.calls_path, writable, modules=modules, paths=paths)
         else:
             self.calls_path.unlink(missing_ok=True)
 
@@ -363,15 +364,19 @@ class OpcheckSession:
             calls_path.unlink(missing_ok=True)  # the file describes this run: no stale calls
             return
         # This imports torch on the controller too: merging needs call signatures.
-        from opcheck.calls import CallsFileError, read_calls, write_calls
+        from opcheck.calls import CallsFileError, read_calls, read_header, write_calls
 
-        calls = []
+        calls, modules, paths = [], [], []
         for part in self.parts:
             try:
                 calls.extend(read_calls(part))
+                header = read_header(part)
             except CallsFileError as exc:
                 self.notes.append(f"calls file of a worker not merged: {exc}")
-        self.ncalls = write_calls(calls_path, calls)
+                continue
+            modules += header.get("modules", [])
+            paths += header.get("paths", [])
+        self.ncalls = write_calls(calls_path, calls, modules=modules, paths=paths)
         for part in self.parts:
             part.unlink(missing_ok=True)
 

@@ -127,3 +127,12 @@ def test_a_crashing_or_hanging_kernel_is_a_result_and_the_run_goes_on(tmp_path):
     assert "(during schema, on input x0: float32[4, " in out, "names the input that crashed it"
     assert "hang_on_empty: hang: still running after 25s" in out
     assert "FAIL faketensor [wrong-strides]" in out, "the op after the crash and the hang was still checked"
+
+
+def test_namespace_checks_every_op_registered_in_it(capsys):
+    code, out, _ = run(capsys, "--namespace", "symfuzz_buggy", "--module", "opcheck_ops.buggy",
+                       "--checks", "schema", "--budget", "10s", "--in-process", "--quiet")
+    assert code == 1, "add_one and flat break their schema"
+    for name in buggy.SAMPLES:
+        assert f"symfuzz_buggy::{name}: schema" in out
+    assert "10 op(s) checked, 2 unexpected result(s)" in out

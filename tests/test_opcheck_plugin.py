@@ -254,6 +254,15 @@ def test_record_only_writes_calls_and_checks_nothing(pytester):
     }
     assert all(tuple(c.args[0].shape) == (4, 8) for c in calls)
 
+    # Stage 2 from the file alone: it names the module that registers the ops.
+    stage2 = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "opcheck", "--from", "out/calls.jsonl", "--checks", "schema,faketensor"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+    )
+    assert stage2.returncode == 1, stage2.stdout + stage2.stderr
+    assert "pt_mini::halve: schema ok, faketensor FAIL" in stage2.stdout
+    assert "pt_mini::twice: schema ok, faketensor ok" in stage2.stdout
+
 
 def test_all_checks_on_one_op_from_ini(pytester):
     """The ini alone switches opcheck on; command-line options win over ini values."""
