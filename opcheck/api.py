@@ -65,8 +65,9 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     for n, (args, kwargs) in enumerate(pairs):
         template = make_template(op, args, kwargs)
         try:
+            sample_args, sample_kwargs = template.original().build()
             with torch.no_grad():
-                op(*template.original().build()[0], **template.original().build()[1])
+                op(*sample_args, **sample_kwargs)
         except Exception as exc:  # noqa: BLE001 - the user's own sample failing is their error, not a finding
             report.error = f"the real kernel raised on sample {n}: {first_line(exc)}"
             continue
@@ -84,7 +85,10 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
         if failed:
             result = CheckResult(name, "skipped", reason=f"{', '.join(failed)} failed; this check would fail for the same reason")
         else:
-            result = runner.run(name, deadline=time.monotonic() + share)
+            try:
+                result = runner.run(name, deadline=time.monotonic() + share)
+            except Exception as exc:  # noqa: BLE001 - a checker bug must not lose the other checks, nor blame the op
+                result = CheckResult(name, "skipped", reason=f"the checker itself raised {first_line(exc)}")
         report.results[name] = result
         if progress is not None:
             progress(name, result)
@@ -173,6 +177,10 @@ class _Runner:
                 break
         if not applicable:
             result.status, result.reason = "skipped", "no floating-point input to differentiate"
+        elif result.status == "passed" and result.inputs_tried == 0:
+            # Not a pass: nothing was judged (every input refused, or none judgeable).
+            result.status = "skipped"
+            result.reason = f"no input could be judged ({result.inputs_rejected} refused)"
         if result.status == "failed":
             self.failed.add(name)
             if name == "autograd_registration":
@@ -201,6 +209,9 @@ class _Runner:
                        max_size=6 if name == "gradient" else None)
         result.inputs_tried += found.tried
         result.inputs_rejected += found.rejected
+        if found.out_of_time and found.failure is None:
+            result.notes.append(f"the time budget ran out after {found.tried + found.rejected} input(s); "
+                                "raise --budget to sweep further")
         if found.failure is None:
             return None
         return found.case, found.failure, found.shrunk

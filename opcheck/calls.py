@@ -81,7 +81,7 @@ def _encode_tensor(t: torch.Tensor) -> dict:
         "requires_grad": requires_grad,
     }
     if t.numel() <= MAX_STORED_ELEMENTS:
-        data = t.cpu().contiguous()
+        data = t.cpu().contiguous().reshape(-1)  # 1-D: a 0-dim tensor can't be viewed as bytes
         raw = data.view(torch.uint8) if data.numel() and data.dtype != torch.bool else data.to(torch.uint8)
         out["data"] = base64.b64encode(raw.numpy().tobytes()).decode("ascii")
     else:
@@ -143,6 +143,14 @@ def encode_call(call: OpCall) -> dict:
 def decode_call(data: dict) -> OpCall:
     return OpCall(op=data["op"], args=tuple(decode_value(a) for a in data["args"]),
                   kwargs={k: decode_value(v) for k, v in data.get("kwargs", {}).items()}, test=data.get("test", ""))
+
+
+def stored_exactly(call: OpCall) -> bool:
+    """Does the calls file hold this call's tensors value for value?"""
+    import torch.utils._pytree as pytree
+
+    leaves = pytree.tree_leaves((tuple(call.args), dict(call.kwargs)))
+    return all(t.numel() <= MAX_STORED_ELEMENTS for t in leaves if isinstance(t, torch.Tensor))
 
 
 # ------------------------------------------------------------------- dedupe
@@ -269,13 +277,10 @@ def _overload_name(func, args, kwargs) -> str | None:
 
 def _copy(value):
     if isinstance(value, torch.Tensor):
-        src = value.detach()
-        out = torch.empty_strided(src.size(), src.stride(), dtype=src.dtype, device=src.device)
-        try:
-            out.copy_(src)
-        except RuntimeError:  # overlapping (expanded) layouts can't be written: keep the values
-            out = src.clone()
-        return out.requires_grad_(value.requires_grad) if value.requires_grad else out
+        from opcheck.inputs import copy_exactly
+
+        out = copy_exactly(value)
+        return out.requires_grad_() if value.requires_grad else out
     if isinstance(value, (list, tuple)):
         return type(value)(_copy(v) for v in value)
     if isinstance(value, dict):
@@ -306,11 +311,17 @@ class CallRecorder(TorchFunctionMode):
         ours = _namespace(func) in self.namespaces
         if not ours or torch.compiler.is_compiling():
             return func(*args, **kwargs)
-        before = _copy((tuple(args), dict(kwargs)))
-        out = func(*args, **kwargs)  # a call that raises is the test's business, not a sample
         name = _overload_name(func, args, kwargs)
         if name is None:
             self.skipped.append(f"{func}: could not tell which overload was called")
-        else:
-            self.calls.append(OpCall(name, before[0], before[1], self.test))
+            return func(*args, **kwargs)
+        # Decide before copying: a test calling an op in a loop on big inputs must
+        # not keep a copy per call.
+        live = OpCall(name, tuple(args), dict(kwargs), self.test)
+        same_op = [c for c in self.calls if c.op == name]
+        if len(same_op) >= MAX_CALLS_PER_OP or signature(live) in {signature(c) for c in same_op}:
+            return func(*args, **kwargs)
+        before = _copy((tuple(args), dict(kwargs)))
+        out = func(*args, **kwargs)  # a call that raises is the test's business, not a sample
+        self.calls.append(OpCall(name, before[0], before[1], self.test))
         return out

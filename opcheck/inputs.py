@@ -25,7 +25,7 @@ INT_DTYPES = ("int64", "int32", "int16", "uint8")
 # The repro snippets inline this function's source, so it must stay
 # self-contained (torch only) and match make_tensor below exactly.
 MAKE_SOURCE = '''\
-def make(shape, dtype, layout="contiguous", lo=-1.0, hi=1.0, seed=0, requires_grad=False):
+def make(shape, dtype, layout="contiguous", lo=-1.0, hi=1.0, seed=0, requires_grad=False, device="cpu"):
     """A tensor of `shape` with values in [lo, hi], laid out as asked."""
     g = torch.Generator().manual_seed(seed)
     base = list(shape)
@@ -41,6 +41,7 @@ def make(shape, dtype, layout="contiguous", lo=-1.0, hi=1.0, seed=0, requires_gr
         t = torch.randint(0, 2, base, generator=g).bool()
     else:
         t = torch.randint(int(lo), int(hi) + 1, base, generator=g).to(dtype)
+    t = t.to(device)  # drawn on the CPU, so every device gets the same values
     if layout == "transposed" and len(shape) >= 2:
         t = t.transpose(-1, -2)
     elif layout == "sliced" and len(shape) >= 1:
@@ -74,9 +75,7 @@ class TensorInput:
     requires_grad: bool = False
 
     def build(self, device="cpu") -> torch.Tensor:
-        t = make(tuple(self.shape), to_dtype(self.dtype), self.layout, self.lo, self.hi, self.seed)
-        if device != "cpu":
-            t = _same_layout_on(t, device)
+        t = make(tuple(self.shape), to_dtype(self.dtype), self.layout, self.lo, self.hi, self.seed, device=device)
         if self.requires_grad:
             # detach() keeps the strides, so the leaf keeps the layout.
             t = t.detach().requires_grad_()
@@ -90,15 +89,28 @@ class TensorInput:
             text += " requires_grad"
         return text
 
-    def code(self) -> str:
+    def code(self, device="cpu") -> str:
         rg = ", requires_grad=True" if self.requires_grad else ""
+        dev = f", device={device!r}" if device != "cpu" else ""
         return (f"make({tuple(self.shape)!r}, torch.{self.dtype}, {self.layout!r}, "
-                f"{self.lo!r}, {self.hi!r}, seed={self.seed}{rg})")
+                f"{self.lo!r}, {self.hi!r}, seed={self.seed}{rg}{dev})")
 
 
-def _same_layout_on(t: torch.Tensor, device) -> torch.Tensor:
-    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
-    return out.copy_(t)
+def copy_exactly(src: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A detached copy with the same sizes, strides and offset (and values),
+    optionally retyped. Overlapping layouts (expanded: stride 0) can't be
+    written element by element, so those copy the whole storage they view."""
+    src = src.detach()
+    dtype = dtype or src.dtype
+    out = torch.empty_strided(src.size(), src.stride(), dtype=dtype, device=src.device)
+    try:
+        return out.copy_(src)
+    except RuntimeError:
+        elements = src.untyped_storage().nbytes() // src.element_size()
+        flat = torch.empty(0, dtype=src.dtype, device=src.device).set_(src.untyped_storage(), 0, (elements,), (1,))
+        storage = flat.to(dtype, copy=True).untyped_storage()
+        return torch.empty(0, dtype=dtype, device=src.device).set_(
+            storage, src.storage_offset(), src.size(), src.stride())
 
 
 @dataclass(frozen=True)
@@ -191,17 +203,13 @@ class Case:
         leaves = list(self.template.leaves)
         for n, i in enumerate(self.template.tensor_positions):
             if self.inputs is None:
-                src = leaves[i].detach()
-                t = torch.empty_strided(src.size(), src.stride(), dtype=src.dtype, device=src.device)
-                t.copy_(src)
+                t = copy_exactly(leaves[i])
                 want_grad = self.template.slots[n].requires_grad
             else:
                 t = replace(self.inputs[n], requires_grad=False).build(self.template.slots[n].device)
                 want_grad = self.inputs[n].requires_grad
             if dtype_map and dtype_name(t.dtype) in dtype_map:
-                new = torch.empty_strided(t.size(), t.stride(), dtype=to_dtype(dtype_map[dtype_name(t.dtype)]),
-                                          device=t.device)
-                t = new.copy_(t)
+                t = copy_exactly(t, to_dtype(dtype_map[dtype_name(t.dtype)]))
             if requires_grad is not None:
                 want_grad = n in requires_grad
             if want_grad and (t.dtype.is_floating_point or t.dtype.is_complex):

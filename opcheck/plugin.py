@@ -160,8 +160,8 @@ def merge_reports(reports):
     """{op: Report}: one report per op from several (xdist workers that each checked it).
 
     A check failed if it failed anywhere (the failing result, with its failures, is
-    kept); else it passed if it ran anywhere; else it was skipped. An op is "not
-    checked" (error) only when no report for it has any result.
+    kept); else it passed if it ran anywhere; else it was skipped. An op that
+    could not be checked (crash, hang) on any worker keeps that error.
     """
     merged = {}
     for report in reports:
@@ -181,7 +181,8 @@ def merge_reports(reports):
                 have.results[name] = keep
             else:
                 mine.notes += [n for n in result.notes if n not in mine.notes]
-        have.error = "" if have.results else (have.error or report.error)
+        # A crash or hang on one worker stays a finding, whatever the others saw.
+        have.error = have.error or report.error
     return {op: merged[op] for op in sorted(merged)}
 
 
@@ -347,7 +348,12 @@ class OpcheckSession:
                 self.notes.append(f"{call.op} ({call.test}): not written to the calls file: {exc}")
             else:
                 writable.append(call)
-        self._written_ops = [call.op for call in writable]
+        from opcheck.calls import stored_exactly
+
+        # The child rebuilds inputs from the file; a tensor too big to store there
+        # keeps only its value range, so that op is checked here from the live inputs.
+        inexact = {call.op for call in writable if not stored_exactly(call)}
+        self._written_ops = [call.op for call in writable if call.op not in inexact]
         if writable:
             modules, paths = provenance(call.op for call in writable)
             self.ncalls = write_calls(self.calls_path, writable, modules=modules, paths=paths)
@@ -403,20 +409,26 @@ class OpcheckSession:
         if out is not None:
             _fresh_line(out)
             out.write_sep("-", f"symfuzz opcheck: checking {len(by_op)} op(s), up to {self.settings.budget:g}s each")
+        import torch
+
         written = set(self._written_ops)
+        # Ops registered from C++ (torch.ops.load_library) have no Python module; the
+        # child loads the same libraries instead.
+        libraries = sorted(getattr(torch.ops, "loaded_libraries", ()))
         modules, isolated, local = set(), [], []
         for op in by_op:
             try:
                 module = op_module(resolve_op(op))
             except OpCheckUsageError:
                 module = None
-            if op in written and module is not None:
-                modules.add(module)
+            if op in written and (module is not None or libraries):
+                if module is not None:
+                    modules.add(module)
                 isolated.append(op)
             else:
                 local.append(op)
         if isolated:
-            task = Task(ops=isolated, calls_file=str(self.calls_path), modules=sorted(modules),
+            task = Task(ops=isolated, calls_file=str(self.calls_path), modules=sorted(modules), libraries=libraries,
                         sys_path=[str(Path.cwd()), *sys.path], checks=self.settings.checks, budget=self.settings.budget)
 
             def started(op, out=out):

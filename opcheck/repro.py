@@ -66,7 +66,7 @@ def inputs_source(case: Case, *, requires_grad=frozenset(), dtype=None) -> str:
     if case.is_original:
         lines.append("    # stand-ins with your sample's shapes and value range; your own values failed")
     for n, spec in enumerate(specs):
-        code = spec.code()
+        code = spec.code(case.template.slots[n].device)
         if dtype and spec.dtype.startswith(("float", "bfloat")):
             code = code.replace(f"torch.{spec.dtype}", f"torch.{dtype}")
         if n in requires_grad and "requires_grad" not in code:
@@ -189,6 +189,18 @@ print("real output sizes:", [list(r.shape) for r in torch.utils._pytree.tree_lea
         text += ('sizes = [s for f in torch.utils._pytree.tree_leaves(fake) if isinstance(f, torch.Tensor) for s in f.shape]\n'
                  'assert any(isinstance(s, torch.SymInt) and free_unbacked_symbols(s.node.expr) for s in sizes), '
                  '"a data-dependent size must be unbacked (ctx.new_dynamic_size())"\n')
+    elif kind.startswith("wrong-"):
+        # Sizes and strides evaluated at this input's sizes (the symbols' hints).
+        text += """
+def at_hint(s):
+    return s.node.hint if isinstance(s, torch.SymInt) else s
+
+for r, f in zip(torch.utils._pytree.tree_leaves(real), torch.utils._pytree.tree_leaves(fake)):
+    if isinstance(r, torch.Tensor):
+        shape, stride = [at_hint(s) for s in f.shape], [at_hint(s) for s in f.stride()]
+        assert r.dtype == f.dtype and list(r.shape) == shape, f"fake {f.dtype}{shape}, real {r.dtype}{list(r.shape)}"
+        assert all(r.stride(d) == stride[d] for d in range(r.dim()) if r.shape[d] > 1), f"strides {stride} vs {r.stride()}"
+"""
     return text
 
 
@@ -221,12 +233,18 @@ TOLERANCES = {_TOLERANCES}
 
 def run(fn):
     args, kwargs = inputs()
+    torch.manual_seed(0)
     out = fn(*args, **kwargs)
     leaves = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     outs = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
     wanted = [t for t in leaves if t.requires_grad]
-    grads = torch.autograd.grad(sum(o.sum() for o in outs), wanted) if outs and wanted else ()
+    grads = torch.autograd.grad(weighted_sum(outs), wanted) if outs and wanted else ()
     return out, [t.detach() for t in leaves], grads
+
+def weighted_sum(outs):  # each element weighed differently, as the check does
+    g = torch.Generator().manual_seed(0)
+    return sum(((torch.rand(o.shape, generator=g, dtype=torch.float64) + 0.5).to(o.device, o.dtype) * o).sum()
+               for o in outs)
 
 compiled = torch.compile(lambda *a, **k: op(*a, **k), backend="inductor", dynamic=True, fullgraph=True)
 expected, actual = run(op), run(compiled)

@@ -37,6 +37,7 @@ class Task:
     ops: list[str]  # op names, in order
     calls_file: str | None = None  # recorded samples (opcheck.calls); ops without any get one from their schema
     modules: list[str] = field(default_factory=list)  # imported first: they register the ops
+    libraries: list[str] = field(default_factory=list)  # torch.ops.load_library'd first (ops registered in C++)
     sys_path: list[str] = field(default_factory=list)  # prepended to the child's sys.path
     checks: list[str] | None = None
     budget: float | None = None  # seconds per op
@@ -131,8 +132,10 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
                         current = None
                         if on_report:
                             on_report(report)
-                if code == 0:
+                if code == 0 and current is None:
                     return None, ""
+                if code == 0:  # e.g. the kernel called sys.exit(): that op is the one to blame
+                    return current, "the checking process exited (code 0) while checking this op" + _during(last_input)
                 return current, _death(code, stderr) + _during(last_input)
             if current is not None and time.monotonic() - since > timeout:
                 _kill(child)
@@ -191,13 +194,22 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
     for entry in reversed(task.sys_path):
         if entry not in sys.path:
             sys.path.insert(0, entry)
-    for module in task.modules:
+    def load(kind, name):
+        if kind == "library":
+            import torch
+
+            if name not in getattr(torch.ops, "loaded_libraries", ()):
+                torch.ops.load_library(name)
+        else:
+            importlib.import_module(name)
+
+    for kind, name in [("library", lib) for lib in task.libraries] + [("module", m) for m in task.modules]:
         try:
-            importlib.import_module(module)
+            load(kind, name)
         except Exception as exc:  # reported to the parent, which decides what to do
             if emit is None:
                 raise
-            emit({"import_error": f"cannot import {module}: {type(exc).__name__}: {exc}"})
+            emit({"import_error": f"cannot load {kind} {name}: {type(exc).__name__}: {exc}"})
             raise SystemExit(3) from None
     samples = _samples(task)
     reports = []

@@ -31,9 +31,9 @@ def _tensor(shape, seed):
 def _value(arg, shape_iter, seed):
     t = arg.type
     kind = str(t)
-    if (kind.startswith("Optional[") or kind.endswith("?")) and not arg.has_default_value():
-        return None
-    if kind in ("Tensor", "Tensor?"):
+    if kind.startswith("Optional[") or kind.endswith("?"):
+        return None  # an optional argument without a default: the op must handle None
+    if kind in ("Tensor",):
         return _tensor(next(shape_iter), seed)
     if kind in ("List[Tensor]", "Tensor[]"):
         return [_tensor(next(shape_iter), seed), _tensor(next(shape_iter), seed + 1)]
@@ -54,17 +54,23 @@ def _value(arg, shape_iter, seed):
 
 def sample_from_schema(op) -> tuple[tuple, dict]:
     schema = op._schema
-    args = [a for a in schema.arguments if not (a.has_default_value() and "Tensor" not in str(a.type))]
+    # Arguments with defaults keep them (an optional bias stays None); the ones
+    # after a skipped positional go by keyword, so nothing shifts position.
+    args = [a for a in schema.arguments if not a.has_default_value()]
     n_tensors = sum(2 if "Tensor[]" in str(a.type) or "List[Tensor]" in str(a.type) else 1 for a in args
                     if "Tensor" in str(a.type))
     errors = []
     for pattern in _PATTERNS:
         shapes = iter(pattern(max(n_tensors, 1)) + [(4, 8)] * 4)
         positional, kwargs = [], {}
+        skipped = False
         try:
-            for i, arg in enumerate(args):
+            for i, arg in enumerate(schema.arguments):
+                if arg.has_default_value():
+                    skipped = True
+                    continue
                 value = _value(arg, shapes, seed=i)
-                if arg.kwarg_only:
+                if arg.kwarg_only or skipped:
                     kwargs[arg.name] = value
                 else:
                     positional.append(value)

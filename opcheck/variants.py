@@ -1,8 +1,8 @@
 """The shape sweep: variants of one sample, and the search for a failing one.
 
-Sizes are tied the way the sample ties them: every dim of size ``v >= 2``
+Sizes are tied the way the sample ties them: every dim of size ``v >= 1``
 gets the symbol of ``v``, so ``(4, 8) @ (8, 3)`` keeps its inner dims equal
-while they vary. Size-1 dims stay 1 (they are usually broadcast dims).
+while they vary. Empty dims stay empty.
 A variant then picks a value per symbol (0, 1, odd, larger), may untie one
 dim (non-square and mixed sizes), may lay a tensor out transposed, sliced or
 expanded, and may retype a dtype group to another dtype of its kind.
@@ -51,7 +51,9 @@ class Sweep:
     def __init__(self, template: Template, *, seed: int = 0, layouts=True, dtypes=True):
         self.template = template
         self.seed = seed
-        values = sorted({d for s in template.slots for d in s.shape if d >= 2})
+        # Size-1 dims vary too (a batch-1 sample must not hide a fake kernel that
+        # hard-codes the 1); where they broadcast, the real kernel refuses the variant.
+        values = sorted({d for s in template.slots for d in s.shape if d >= 1})
         self.symbols = values  # symbol i stands for the sample size values[i]
         self.dtype_groups = sorted({s.dtype for s in template.slots})
         self.allow_layouts = layouts
@@ -218,6 +220,7 @@ class SearchResult:
     shrunk: bool = False
     tried: int = 0
     rejected: int = 0
+    out_of_time: bool = False  # the deadline came before the planned variants ran out
 
 
 def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants=None,
@@ -248,6 +251,7 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
     found = None
     for v in sweep.edges() if variants is None else variants:
         if time.monotonic() > deadline:
+            result.out_of_time = True
             return result
         case, outcome = run(v)
         if outcome is not None and outcome is not REJECTED:
@@ -258,6 +262,7 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
 
         def fails(v):
             if time.monotonic() > deadline:
+                result.out_of_time = True
                 return False
             _, outcome = run(v)
             if outcome is None or outcome is REJECTED:

@@ -139,9 +139,12 @@ def test_cases_shrink_like_any_hypothesis_example():
     from hypothesis import find
 
     found = find(
-        cases(GenConfig(max_ops=8)),
+        # A few ops and a fixed seed: the shrink is then the same on every run
+        # (random ones sometimes stopped at 3 calls on a loaded machine).
+        cases(GenConfig(max_ops=8, ops=("mul", "add", "sin", "relu", "sum"))),
         lambda case: "mul" in case.program.ops(),
-        settings=settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck)),
+        settings=settings(max_examples=300, database=None, deadline=None, derandomize=True,
+                          suppress_health_check=list(HealthCheck)),
     )
     assert "mul" in found.program.ops()
     assert len(found.program.body) <= 2, found.source

@@ -117,7 +117,8 @@ def test_a_crashing_or_hanging_kernel_is_a_result_and_the_run_goes_on(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
     proc = subprocess.run(
         [sys.executable, "-m", "fuzz.cli", "opcheck", "--module", "opcheck_ops.crashy", "--module", "opcheck_ops.buggy",
-         "symfuzz_crashy::segv_on_odd", "symfuzz_crashy::hang_on_empty", "symfuzz_buggy::scale2",
+         "symfuzz_crashy::segv_on_odd", "symfuzz_crashy::hang_on_empty", "symfuzz_crashy::exit_on_empty",
+         "symfuzz_buggy::scale2",
          "--checks", "schema,faketensor", "--op-timeout", "25s", "--repro-dir", str(tmp_path)],
         check=False, capture_output=True, text=True, env=env, timeout=400, cwd=tmp_path,
     )
@@ -126,6 +127,7 @@ def test_a_crashing_or_hanging_kernel_is_a_result_and_the_run_goes_on(tmp_path):
     assert "segv_on_odd: crash: the process died of SIGSEGV" in out
     assert "(during schema, on input x0: float32[4, " in out, "names the input that crashed it"
     assert "hang_on_empty: hang: still running after 25s" in out
+    assert "exit_on_empty: the checking process exited (code 0) while checking this op" in out
     assert "FAIL faketensor [wrong-strides]" in out, "the op after the crash and the hang was still checked"
 
 

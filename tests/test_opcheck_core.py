@@ -111,7 +111,7 @@ def test_calls_file_round_trip_keeps_values_layout_and_types(tmp_path):
         OpCall("mylib::op", (x, torch.tensor([True, False]), [1, 2], 0.5, float("inf"), None, torch.float16),
                {"scale": 2, "pair": (1, 2)}, "test_x.py::t"),
         OpCall("mylib::op", (torch.randn(2, 2, dtype=torch.bfloat16).requires_grad_(), torch.arange(3)), {}, "t2"),
-        OpCall("mylib::other", (torch.ones(1, 5).expand(3, 5),), {}, "t3"),
+        OpCall("mylib::other", (torch.ones(1, 5).expand(3, 5), torch.tensor(0.5), 2j), {}, "t3"),
     ]
     assert write_calls(tmp_path / "calls.jsonl", calls) == 3
     back = read_calls(tmp_path / "calls.jsonl")
@@ -123,6 +123,7 @@ def test_calls_file_round_trip_keeps_values_layout_and_types(tmp_path):
     assert back[0].kwargs == {"scale": 2, "pair": (1, 2)} and back[0].test == "test_x.py::t"
     assert back[1].args[0].dtype == torch.bfloat16 and back[1].args[0].requires_grad
     assert torch.equal(back[2].args[0], torch.ones(3, 5))
+    assert back[2].args[1].shape == () and back[2].args[1].item() == 0.5 and back[2].args[2] == 2j
 
 
 def test_dedupe_keeps_distinct_signatures_and_caps_per_op():
@@ -161,3 +162,36 @@ def test_tensor_input_describes_itself():
     spec = TensorInput((1, 7), "float32", "transposed", -1.0, 1.0, 3, True)
     assert spec.describe() == "float32[1, 7] transposed requires_grad"
     assert spec.build().requires_grad and spec.build().shape == (1, 7)
+
+
+def test_recorder_keeps_one_copy_of_a_call_repeated_in_a_loop():
+    calls = []
+    x = torch.randn(4, 8)
+    with CallRecorder({"symfuzz_ok"}, sink=calls):
+        for _ in range(100):
+            correct.row_softmax(x)
+        for n in range(1, 10):
+            correct.row_softmax(torch.randn(n, 8))
+    assert len(calls) == 4, "one per signature, at most MAX_CALLS_PER_OP per op"
+
+
+def test_expanded_and_zero_dim_samples_are_checked_as_given():
+    import opcheck
+
+    x = torch.randn(1, 8).expand(4, 8)
+    report = opcheck.check(correct.OPS["scale_by"], [((x, torch.tensor(2.0)), {})], checks=["schema", "faketensor"],
+                           budget=20)
+    assert not report.error and report.ok, report.format(repro=False)
+    from opcheck.checks.common import make_template
+
+    built, _ = make_template(correct.OPS["scale_by"], (x, torch.tensor(2.0)), {}).original().build()
+    assert built[0].stride() == (0, 1) and torch.equal(built[0], x)
+
+
+def test_optional_arguments_keep_their_defaults_in_schema_samples():
+    @torch.library.custom_op("symfuzz_test_schema::lin", mutates_args=())
+    def lin(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
+        return (x @ w.t()) * scale if b is None else (x @ w.t() + b) * scale
+
+    args, kwargs = sample_from_schema(torch.ops.symfuzz_test_schema.lin.default)
+    assert [tuple(a.shape) for a in args] == [(4, 8), (4, 8)] and kwargs == {}

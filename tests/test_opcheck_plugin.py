@@ -358,3 +358,13 @@ def test_ops_that_cannot_be_checked_are_reported_not_a_crash(pytester):
     assert "pt_mini::bare (1 sample(s), in-process):" in text
     assert "FAILED pt_mini::bare faketensor [no-fake-kernel]" in text
     assert "INTERNALERROR" not in text
+
+
+def test_a_crash_on_one_worker_survives_the_merge():
+    from opcheck.plugin import merge_reports
+    from opcheck.report import CheckResult, Report
+
+    clean = Report(op="pt_mini::op", results={"schema": CheckResult("schema", "passed")}, samples=1)
+    crashed = Report(op="pt_mini::op", error="crash: the process died of SIGSEGV while checking this op")
+    merged = merge_reports([clean, crashed])["pt_mini::op"]
+    assert merged.error.startswith("crash") and merged.results["schema"].status == "passed"

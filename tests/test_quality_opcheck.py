@@ -77,6 +77,9 @@ def test_without_the_sweep_the_sample_alone_misses_it(name):
 
 @pytest.mark.quality
 def test_correct_ops_give_no_failures():
+    # Among them: a torch._check contract on sizes (group_sum, width8: the guards
+    # rule out only sizes the kernel refuses), a bfloat16-only kernel (no
+    # gradcheck possible: skipped, not failed), a 0-dim tensor argument, data-dependent sizes.
     assert len(correct.SAMPLES) >= 3
     for name in correct.SAMPLES:
         report = _check(correct, name)
@@ -84,8 +87,29 @@ def test_correct_ops_give_no_failures():
         assert report.ok, report.format(repro=False)
         ran = [c for c, r in report.results.items() if r.status == "passed"]
         assert len(ran) >= 6, f"{name}: too many checks skipped: {report.summary_line()}"
-        assert report.results["faketensor"].inputs_tried >= 20, "the sweep ran"
+        fake = report.results["faketensor"]
+        # The sweep ran (width8's kernel refuses every width but 8, so fewer count).
+        assert fake.inputs_tried + fake.inputs_rejected >= 20 and fake.inputs_tried >= 5, fake
 
+
+@pytest.mark.quality
+def test_samples_that_differ_only_in_flags_are_judged_apart():
+    # pick(x, True) has a data-dependent size, pick(x, False) a fixed one; the
+    # same tensor specs must not share what was learned about one of them.
+    x = correct.SAMPLES["pick"][0][0]
+    report = opcheck.check(correct.OPS["pick"], [((x, True), {}), ((x, False), {})], budget=30,
+                           checks=["faketensor", "symbolic_fake"])
+    assert report.ok, report.format(repro=False)
+
+
+# What each kind's repro raises when it shows the bug (default AssertionError).
+_SNIPPET_RAISES = {
+    "undeclared-mutation": ("RuntimeError",),
+    "undeclared-alias": ("RuntimeError",),
+    "fake-reads-data": ("DataDependentOutputException", "GuardOnDataDependentSymNode"),
+    "wrong-gradient": ("GradcheckError",),
+    "missing-autograd": ("RuntimeError",),
+}
 
 _RUN_SNIPPETS = textwrap.dedent("""
     import json, sys, traceback
@@ -117,9 +141,14 @@ def _run_snippets(tmp_path, snippets: dict) -> dict:
 def test_every_failure_repro_snippet_fails_on_its_own(buggy_reports, tmp_path):
     snippets = {f"{name}__{f.check}": f.repro for name, r in buggy_reports.items() for f in r.failures}
     assert len(snippets) >= len(EXPECTED)
+    kinds = {f"{name}__{f.check}": f.kind for name, r in buggy_reports.items() for f in r.failures}
     results = _run_snippets(tmp_path, snippets)
     passed = {k: v for k, v in results.items() if v[0] != "raised"}
     assert not passed, f"these repros do not fail: {sorted(passed)}"
+    # ... and fail by showing the bug, not by being broken.
+    for key, (_, why) in results.items():
+        expected = _SNIPPET_RAISES.get(kinds[key], ("AssertionError",))
+        assert why.split(":")[0] in expected, f"{key} ({kinds[key]}) raised {why}"
 
 
 @pytest.mark.quality

@@ -39,7 +39,7 @@ def weighted_sum(outputs, seed=0):
     g = torch.Generator().manual_seed(seed)
     total = 0
     for out in outputs:
-        w = torch.rand(out.shape, generator=g, dtype=torch.float64).to(out.dtype) + 0.5
+        w = (torch.rand(out.shape, generator=g, dtype=torch.float64) + 0.5).to(device=out.device, dtype=out.dtype)
         total = total + (out * w).sum()
     return total
 
@@ -99,9 +99,17 @@ class GradientCheck:
         grads = float_slots(case.template)
         if run_real(self.op, case) is REJECTED:
             return REJECTED
+        # float64 where the op takes it; else float32; never half precision, whose
+        # finite differences are noise at any step size.
         to64 = {d: "float64" for d in ("float32", "float16", "bfloat16")}
+        to32 = {d: "float32" for d in ("float16", "bfloat16")}
         precise = run_real(self.op, case, dtype_map=to64) is not REJECTED
-        args, kwargs = case.build(requires_grad=grads, dtype_map=to64 if precise else None)
+        dtype_map = to64 if precise else to32
+        if not precise and run_real(self.op, case, dtype_map=to32) is REJECTED:
+            return REJECTED
+        args, kwargs = case.build(requires_grad=grads, dtype_map=dtype_map)
+        if any(t.dtype in (torch.float16, torch.bfloat16) for t in _tensors(args, kwargs) if t.requires_grad):
+            return REJECTED
         flat = _tensors(args, kwargs)
         diff_inputs = [t for t in flat if t.requires_grad]
         if not diff_inputs:

@@ -177,7 +177,9 @@ class DataDependence:
 
     def dims(self, case: Case, real_out) -> dict:
         """{(path, dim): [sizes seen]} for dims that varied."""
-        key = case.key()
+        # Two samples of one op may differ only in non-tensor arguments: their
+        # cases have equal specs, so the template is part of the key.
+        key = (id(case.template), case.key())
         if key in self.memo:
             return self.memo[key]
         seen: dict = {}
@@ -277,7 +279,14 @@ class SymbolicFakeCheck:
         for guard in guards:
             if not _about_input_sizes(guard.expr, shape_env):
                 continue  # about strides or a view's base: how the input was laid out, not the op's logic
-            (pinning if _pins_a_size(guard.expr, shape_env) else others).append(_pretty(guard.expr, shape_env))
+            excluded = _excluded_sizes(guard.expr, shape_env)
+            # A guard that rules out sizes the real kernel refuses anyway is the op's
+            # contract (torch._check(n % 4 == 0), a size fixed by an int argument);
+            # one that rules out sizes the real kernel accepts over-specializes.
+            if excluded and self._real_accepts_any(case, shape_env, excluded):
+                pinning.append(_pretty(guard.expr, shape_env))
+            else:
+                others.append(_pretty(guard.expr, shape_env))
         if pinning:
             return Problem(
                 "specializes",
@@ -292,6 +301,22 @@ class SymbolicFakeCheck:
         if not self.compare_sizes:
             return None
         return compare_outputs(real[2], out, skip_dims=set(varied), symbolic=True)
+
+    def _real_accepts_any(self, case: Case, shape_env, excluded) -> bool:
+        sym, values = excluded
+        dims = _dims_of(sym, shape_env)
+        if not dims:
+            return False
+        specs = case.tensor_inputs()
+        for value in values:
+            inputs = [
+                TensorInput(tuple(value if (n, d) in dims else size for d, size in enumerate(s.shape)),
+                            s.dtype, s.layout, s.lo, s.hi, s.seed, False)
+                for n, s in enumerate(specs)
+            ]
+            if run_real(self.op, case.template.case(inputs)) is not REJECTED:
+                return True
+        return False
 
 
 _SIZE_SOURCE = re.compile(r"^L\['x\d+'\]\.size\(\)\[\d+\]$")
@@ -313,26 +338,38 @@ def _hints(shape_env) -> dict:
     return {s: sympy.Integer(v) for s, v in values.items()}
 
 
-def _pins_a_size(expr, shape_env) -> bool:
-    """Does a guard on one size rule out every one of several nearby larger
-    values? Eq(s0, 4) and s0 <= 4 do; s0 > 1, Ne(s0, 0), Eq(Mod(s0, 2), 0)
-    and Eq(s0, s1) don't. A heuristic for "specializes", not a proof; other guards are
-    reported as notes."""
+def _dims_of(sym, shape_env) -> set:
+    """{(tensor index, dim)} whose size is ``sym`` (duck sizing shares symbols)."""
+    dims = set()
+    for source in getattr(shape_env, "var_to_sources", {}).get(sym, []):
+        m = re.match(r"^L\['x(\d+)'\]\.size\(\)\[(\d+)\]$", source.name)
+        if m:
+            dims.add((int(m.group(1)), int(m.group(2))))
+    return dims
+
+
+def _excluded_sizes(expr, shape_env):
+    """(symbol, nearby larger sizes the guard rules out) when the guard, on one
+    size, rules out all of them; else None. Eq(s0, 4) and s0 <= 4 do;
+    s0 > 1, Ne(s0, 0) and Eq(s0, s1) don't. Whether that over-specializes is
+    for the real kernel to say (SymbolicFakeCheck._real_accepts_any)."""
     hints = _hints(shape_env)
     if len(expr.free_symbols) != 1:
-        return False  # a relation between sizes (equal inner dims, broadcasting) is a constraint, not a pin
-    for sym in expr.free_symbols:
-        if sym not in hints:
-            continue
-        h = int(hints[sym])
-        excluded = 0
-        for value in (h + 1, h + 2, h + 3, 2 * h + 1):
-            truth = expr.xreplace({**hints, sym: sympy.Integer(value)})
-            if truth in (sympy.false, False):
-                excluded += 1
-        if excluded == 4:
-            return True
-    return False
+        return None
+    (sym,) = expr.free_symbols
+    if sym not in hints:
+        return None
+    h = int(hints[sym])
+    values = (h + 1, h + 2, h + 3, 2 * h + 1)
+    truths = [expr.xreplace({**hints, sym: sympy.Integer(v)}) for v in values]
+    if all(t in (sympy.false, False) for t in truths):
+        return sym, values
+    return None
+
+
+def _pins_a_size(expr, shape_env) -> bool:
+    """Does the guard, by its form alone, rule out every nearby larger size?"""
+    return _excluded_sizes(expr, shape_env) is not None
 
 
 def _pretty(expr, shape_env) -> str:
@@ -341,7 +378,9 @@ def _pretty(expr, shape_env) -> str:
     names = {}
     for sym, sources in getattr(shape_env, "var_to_sources", {}).items():
         if sources:
-            name = re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.size(\2)", sources[0].name)
+            # An input's own size rather than its view base's, when the symbol is both.
+            best = next((s for s in sources if _SIZE_SOURCE.match(s.name)), sources[0])
+            name = re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.size(\2)", best.name)
             name = re.sub(r"L\['(\w+)'\]\.stride\(\)\[(\d+)\]", r"\1.stride(\2)", name)
             names[str(sym)] = name
     return re.sub(r"\b[su]\d+\b", lambda m: names.get(m.group(0), m.group(0)), text)

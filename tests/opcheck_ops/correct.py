@@ -169,6 +169,135 @@ def _(x, y):
     return None
 
 
+# 6. group_sum --------------------------------------------------------------
+
+
+@torch.library.custom_op(f"{NS}::group_sum", mutates_args=())
+def group_sum(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """Sums each row's columns in ``groups`` equal groups. The width must divide
+    by ``groups``: the fake kernel says so with torch._check, a contract (the
+    real kernel refuses other widths), not an over-specialization."""
+    n, w = x.shape
+    if w % groups:
+        raise ValueError("group_sum: width must divide by groups")
+    return x.reshape(n, groups, w // groups).sum(-1)
+
+
+@group_sum.register_fake
+def _(x, groups):
+    torch._check(x.shape[1] % groups == 0, lambda: "group_sum: width must divide by groups")
+    return x.new_empty(x.shape[0], groups)
+
+
+def _group_sum_setup(ctx, inputs, output):
+    x, groups = inputs
+    ctx.shape, ctx.groups = x.shape, groups
+
+
+def _group_sum_backward(ctx, grad):
+    n, w = ctx.shape
+    return grad.unsqueeze(-1).expand(n, ctx.groups, w // ctx.groups).reshape(n, w), None
+
+
+group_sum.register_autograd(_group_sum_backward, setup_context=_group_sum_setup)
+
+
+# 7. width8 -----------------------------------------------------------------
+
+
+@torch.library.custom_op(f"{NS}::width8", mutates_args=())
+def width8(x: torch.Tensor) -> torch.Tensor:
+    """A kernel written for width 8 only (it refuses others); the fake kernel's
+    torch._check(width == 8) pins the size, but only to what the kernel accepts."""
+    if x.shape[-1] != 8:
+        raise ValueError("width8: the last dim must be 8")
+    return x * 3
+
+
+@width8.register_fake
+def _(x):
+    torch._check(x.shape[-1] == 8, lambda: "width8: the last dim must be 8")
+    return torch.empty_like(x)
+
+
+width8.register_autograd(lambda ctx, grad: grad * 3, setup_context=lambda ctx, inputs, output: None)
+
+
+# 8. bf16_double ------------------------------------------------------------
+
+
+@torch.library.custom_op(f"{NS}::bf16_double", mutates_args=())
+def bf16_double(x: torch.Tensor) -> torch.Tensor:
+    """A bfloat16-only kernel (it refuses other dtypes), so no float64 or
+    float32 gradcheck is possible, and half-precision finite differences are noise."""
+    if x.dtype != torch.bfloat16:
+        raise TypeError("bf16_double: bfloat16 only")
+    return x * 2
+
+
+@bf16_double.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+bf16_double.register_autograd(lambda ctx, grad: grad * 2, setup_context=lambda ctx, inputs, output: None)
+
+
+# 9. pick -------------------------------------------------------------------
+
+
+@torch.library.custom_op(f"{NS}::pick", mutates_args=())
+def pick(x: torch.Tensor, positive_only: bool) -> torch.Tensor:
+    """The positive elements (a data-dependent size) or all of them (a fixed one)."""
+    return (x[x > 0] if positive_only else x.reshape(-1)).clone()
+
+
+@pick.register_fake
+def _(x, positive_only):
+    if positive_only:
+        return x.new_empty(torch.library.get_ctx().new_dynamic_size())
+    return x.new_empty(x.numel())
+
+
+def _pick_setup(ctx, inputs, output):
+    x, positive_only = inputs
+    ctx.save_for_backward(x > 0 if positive_only else torch.ones_like(x, dtype=torch.bool))
+
+
+def _pick_backward(ctx, grad):
+    (mask,) = ctx.saved_tensors
+    return grad.new_zeros(mask.shape).masked_scatter(mask, grad), None
+
+
+pick.register_autograd(_pick_backward, setup_context=_pick_setup)
+
+
+# 10. scale_by --------------------------------------------------------------
+
+
+@torch.library.custom_op(f"{NS}::scale_by", mutates_args=())
+def scale_by(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """``x * s`` for a 0-dim tensor ``s`` (a learned scale)."""
+    return x * s
+
+
+@scale_by.register_fake
+def _(x, s):
+    return torch.empty_like(x)
+
+
+def _scale_by_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _scale_by_backward(ctx, grad):
+    x, s = ctx.saved_tensors
+    return grad * s, (grad * x).sum()
+
+
+scale_by.register_autograd(_scale_by_backward, setup_context=_scale_by_setup)
+
+
 # ---------------------------------------------------------------------------
 
 _gen = torch.Generator().manual_seed(0)
@@ -184,6 +313,11 @@ SAMPLES = {
     "mm": ((_randn(4, 8), _randn(8, 3)), {}),
     "nonzero_rows": ((_randn(4, 8),), {}),
     "add_": ((_randn(4, 8), _randn(4, 8)), {}),
+    "group_sum": ((_randn(4, 8), 4), {}),
+    "width8": ((_randn(4, 8),), {}),
+    "bf16_double": ((_randn(4, 8).bfloat16(),), {}),
+    "pick": ((_randn(4, 8), True), {}),
+    "scale_by": ((_randn(4, 8), torch.tensor(0.5)), {}),
 }
 
 OPS = {name: getattr(torch.ops.symfuzz_ok, name).default for name in SAMPLES}

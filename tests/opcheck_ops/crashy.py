@@ -1,7 +1,8 @@
 """Custom ops whose real kernels crash or hang on some swept shapes.
 
 They test the runner's isolation: the author's sample (4, 8) works; the sweep
-reaches an odd width (segfault) or an empty input (hang).
+reaches an odd width (segfault) or an empty input (hang, or an exit with
+status 0 in the middle of the checks).
 """
 
 import os
@@ -37,8 +38,21 @@ def _(x):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op(f"{NS}::exit_on_empty", mutates_args=())
+def exit_on_empty(x: torch.Tensor) -> torch.Tensor:
+    if x.numel() == 0:
+        os._exit(0)  # a kernel that ends the process "successfully"
+    return x - 1
+
+
+@exit_on_empty.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
 SAMPLES = {
     "segv_on_odd": ((torch.ones(4, 8),), {}),
     "hang_on_empty": ((torch.ones(4, 8),), {}),
+    "exit_on_empty": ((torch.ones(4, 8),), {}),
 }
 OPS = {name: getattr(torch.ops.symfuzz_crashy, name).default for name in SAMPLES}
