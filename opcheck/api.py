@@ -19,7 +19,7 @@ from opcheck.checks.common import (
 from opcheck.checks.compile import AotDispatchDynamicCheck, InductorDynamicCheck
 from opcheck.checks.fake import DataDependence, FakeTensorCheck, SymbolicFakeCheck
 from opcheck.checks.schema import SchemaCheck
-from opcheck.inputs import Case, Template
+from opcheck.inputs import Template
 from opcheck.report import CheckResult, Failure, Report
 from opcheck.repro import render
 from opcheck.store import CHECKS
@@ -254,4 +254,4 @@ class _Announced:
         return self.judge(case)
 
 
-__all__ = ["CHECKS", "DEFAULT_BUDGET", "Case", "Report", "check"]
+__all__ = ["CHECKS", "DEFAULT_BUDGET", "Report", "check"]
