@@ -79,9 +79,10 @@ def run_ops(task: Task, *, isolate: bool = True, on_report=None, on_start=None) 
                 remaining = [op for op in remaining if op != started]
                 if on_report:
                     on_report(report)
-            elif remaining and status:
-                # The child died before starting an op (e.g. a module failed to import):
-                # retrying would fail the same way.
+            elif remaining:
+                # The child stopped without starting an op (it died while loading, or
+                # exited early): retrying would do the same.
+                status = status or "the checking process stopped before checking these ops"
                 for op in remaining:
                     reports[op] = Report(op=op, error=status)
                     if on_report:
@@ -100,46 +101,46 @@ def _run_child(task_path, out_path, timeout, reports, on_start, on_report):
 def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
     child = subprocess.Popen([sys.executable, "-m", "opcheck.runner", task_path, out_path],
                              stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
-    current, since, offset, last_input = None, time.monotonic(), 0, None
+    state = {"current": None, "since": time.monotonic(), "last_input": None}
+
+    def handle(events):
+        for event in events:
+            if "import_error" in event:
+                _kill(child)
+                raise ChildImportError(event["import_error"])
+            if "input" in event:
+                state["last_input"] = event["input"]
+            elif "start" in event:
+                state.update(current=event["start"], since=time.monotonic(), last_input=None)
+                if on_start:
+                    on_start(event["start"])
+            elif "report" in event:
+                report = Report.from_json(event["report"])
+                reports[report.op] = report
+                state["current"] = None
+                if on_report:
+                    on_report(report)
+
+    offset = 0
     try:
         while True:
             offset, events = _read_events(out_path, offset)
-            for event in events:
-                if "import_error" in event:
-                    _kill(child)
-                    raise ChildImportError(event["import_error"])
-                if "input" in event:
-                    last_input = event["input"]
-                elif "start" in event:
-                    current, since, last_input = event["start"], time.monotonic(), None
-                    if on_start:
-                        on_start(current)
-                elif "report" in event:
-                    report = Report.from_json(event["report"])
-                    reports[report.op] = report
-                    current = None
-                    if on_report:
-                        on_report(report)
+            handle(events)
             code = child.poll()
             if code is not None:
                 offset, events = _read_events(out_path, offset)
-                for event in events:  # the last lines written before it exited
-                    if "import_error" in event:
-                        raise ChildImportError(event["import_error"])
-                    if "report" in event:
-                        report = Report.from_json(event["report"])
-                        reports[report.op] = report
-                        current = None
-                        if on_report:
-                            on_report(report)
+                handle(events)  # the last lines written before it exited
+                current, during = state["current"], _during(state["last_input"])
                 if code == 0 and current is None:
                     return None, ""
                 if code == 0:  # e.g. the kernel called sys.exit(): that op is the one to blame
-                    return current, "the checking process exited (code 0) while checking this op" + _during(last_input)
-                return current, _death(code, stderr) + _during(last_input)
-            if current is not None and time.monotonic() - since > timeout:
+                    return current, "the checking process exited (code 0) while checking this op" + during
+                return current, _death(code, stderr) + during
+            current = state["current"]
+            if current is not None and time.monotonic() - state["since"] > timeout:
                 _kill(child)
-                return current, f"hang: still running after {timeout:.0f}s; the child was killed" + _during(last_input)
+                return current, (f"hang: still running after {timeout:.0f}s; the child was killed"
+                                 + _during(state["last_input"]))
             time.sleep(0.2)
     except BaseException:
         _kill(child)

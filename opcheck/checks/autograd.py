@@ -44,14 +44,18 @@ def weighted_sum(outputs, seed=0):
     return total
 
 
-class AutogradRegistrationCheck:
-    name = "autograd_registration"
+class _OnFloatInputs:
+    """A judge for ops with floating inputs to differentiate."""
 
     def __init__(self, op):
         self.op = op
 
     def applies(self, template) -> bool:
         return bool(float_slots(template))
+
+
+class AutogradRegistrationCheck(_OnFloatInputs):
+    name = "autograd_registration"
 
     def __call__(self, case: Case):
         grads = float_slots(case.template)
@@ -86,14 +90,8 @@ def _tensors(args, kwargs):
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs))) if isinstance(x, torch.Tensor)]
 
 
-class GradientCheck:
+class GradientCheck(_OnFloatInputs):
     name = "gradient"
-
-    def __init__(self, op):
-        self.op = op
-
-    def applies(self, template) -> bool:
-        return bool(float_slots(template))
 
     def __call__(self, case: Case):
         grads = float_slots(case.template)
