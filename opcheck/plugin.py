@@ -7,7 +7,9 @@ Stage 1, while the tests run: each call to an op in the chosen namespaces made
 during a test's call phase is recorded with copies of its inputs
 (``opcheck.calls.CallRecorder``). At session end the distinct calls are written
 to the calls file and, unless ``--opcheck-record-only``, each op is checked by
-``opcheck.check`` with its recorded calls as samples. Each (op, check) result is
+``opcheck.check`` with its recorded calls as samples, in a child process
+(``opcheck.runner``: a kernel that crashes or hangs on a swept shape becomes a
+result, not the end of the session). Each (op, check) result is
 judged against the xfail store (``opcheck.store``, PyTorch's failures_dict.json
 format): an unexpected failure, or an unexpected success (strict, as in
 PyTorch), fails the run; ``--opcheck-accept`` rewrites the store instead.
