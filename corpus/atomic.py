@@ -9,14 +9,24 @@ from pathlib import Path
 
 
 def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically. The file keeps its mode if it
+    existed, else gets the one ``open()`` would give it (mkstemp's private
+    0600 would hide a store or report meant to be shared or checked in)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -18,11 +18,12 @@ import base64
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from corpus.atomic import write_text
 
 FORMAT_VERSION = 1
 MAX_STORED_ELEMENTS = 1 << 20
@@ -192,19 +193,10 @@ def write_calls(path, calls, *, modules=(), paths=()) -> int:
     ``modules`` register the ops and ``paths`` are where they import from;
     stage 2 imports them, so ``symfuzz opcheck --from FILE`` needs nothing else."""
     calls = dedupe(calls)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".calls-", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a calls file is an ordinary file
-    with os.fdopen(fd, "w") as f:
-        header = {"symfuzz_opcheck_calls": FORMAT_VERSION, "torch": torch.__version__,
-                  "modules": sorted(set(modules)), "paths": list(dict.fromkeys(paths))}
-        f.write(json.dumps(header) + "\n")
-        for call in calls:
-            f.write(json.dumps(encode_call(call)) + "\n")
-    os.replace(tmp, path)
+    header = {"symfuzz_opcheck_calls": FORMAT_VERSION, "torch": torch.__version__,
+              "modules": sorted(set(modules)), "paths": list(dict.fromkeys(paths))}
+    lines = [json.dumps(header)] + [json.dumps(encode_call(call)) for call in calls]
+    write_text(path, "\n".join(lines) + "\n")
     return len(calls)
 
 

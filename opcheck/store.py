@@ -13,13 +13,14 @@ check named after ``test_`` so an existing PyTorch file migrates without edits.
 (PyTorch's ``generate_opcheck_tests`` validator wants ``Class.test`` names, so it
 would refuse our bare keys: a store is shared for reading, not for that generator.)
 
-Standard library only: the pytest plugin imports this module and must not import torch.
+No torch here (the standard library and corpus.atomic only): the pytest plugin imports
+this module and must not import torch.
 """
 
 import json
-import os
 import re
-import tempfile
+
+from corpus.atomic import write_text
 
 CHECKS = (
     "schema",
@@ -158,21 +159,8 @@ class XfailStore:
         return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
     def save(self):
-        """Write atomically (temp file in the same directory, then os.replace): readers never see half a file."""
-        directory = os.path.dirname(os.path.abspath(self.path))
-        try:
-            mode = os.stat(self.path).st_mode & 0o777
-        except FileNotFoundError:
-            mode = 0o644  # mkstemp's 0600 would hide a file that is meant to be checked in
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".xfail-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fp:
-                fp.write(self.to_text())
-            os.chmod(tmp, mode)
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        """Write atomically: readers never see half a file."""
+        write_text(self.path, self.to_text())
 
 
 def _public(status):
