@@ -206,7 +206,7 @@ def judge(reports, store: XfailStore):
             if result is None:
                 continue
             _, comment = store.expected(op, check)
-            outcome = "skipped" if result.status == "skipped" else store.judge(op, check, result.passed)
+            outcome = store.outcome(op, check, result.status)
             out.append(Outcome(op, check, outcome, result, comment))
     return out
 
@@ -592,10 +592,7 @@ class OpcheckSession:
 
 
 def _report_marks(report) -> str:
-    if report.error:
-        return f"not checked: {report.error}"
-    marks = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}
-    return ", ".join(f"{name} {marks[r.status]}" for name, r in report.results.items()) + f"  ({report.seconds:.1f}s)"
+    return report.marks() + ("" if report.error else f"  ({report.seconds:.1f}s)")
 
 
 def _fresh_line(tr):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+_MARKS = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}
+
 
 @dataclass
 class Failure:
@@ -63,14 +65,14 @@ class Report:
         return cls(op=data["op"], results=results, samples=data.get("samples", 0),
                    seconds=data.get("seconds", 0.0), error=data.get("error", ""))
 
-    def summary_line(self) -> str:
+    def marks(self) -> str:
+        """"schema ok, faketensor FAIL, ...", or why the op was not checked."""
         if self.error:
-            return f"{self.op}: not checked: {self.error}"
-        marks = []
-        for name, r in self.results.items():
-            mark = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}[r.status]
-            marks.append(f"{name} {mark}")
-        return f"{self.op}: " + ", ".join(marks)
+            return f"not checked: {self.error}"
+        return ", ".join(f"{name} {_MARKS[r.status]}" for name, r in self.results.items())
+
+    def summary_line(self) -> str:
+        return f"{self.op}: {self.marks()}"
 
     def format(self, *, repro: bool = True) -> str:
         """A readable multi-line report; failures first with input and repro."""

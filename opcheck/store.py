@@ -125,6 +125,10 @@ class XfailStore:
             return "xpassed" if passed else "xfailed"
         return "passed" if passed else "failed"
 
+    def outcome(self, op, check, status):
+        """judge() for a check result's status: "passed", "failed" or "skipped" (not run)."""
+        return "skipped" if status == "skipped" else self.judge(op, check, status == "passed")
+
     def accept(self, op, check, passed, message=""):
         """Make the store expect this result; True if anything changed. Skip entries are never touched."""
         op = normalize_op(op)

@@ -275,3 +275,12 @@ def test_checks_and_unknown_check():
     assert CHECKS[0] == "schema" and CHECKS[2] == "faketensor" and CHECKS[5] == "aot_dispatch_dynamic"
     with pytest.raises(ValueError):
         XfailStore("x.json").expected("mylib::op", "nope")
+
+
+def test_outcome_of_a_check_result_status(tmp_path):
+    store = XfailStore.load(write(tmp_path, store_text({"mylib::op": {"test_schema": entry("xfail")}})))
+    assert store.outcome("mylib::op", "schema", "failed") == "xfailed"
+    assert store.outcome("mylib::op", "schema", "passed") == "xpassed"
+    assert store.outcome("mylib::op", "schema", "skipped") == "skipped"
+    assert store.outcome("mylib::op", "faketensor", "failed") == "failed"
+    assert store.outcome("mylib::op", "faketensor", "passed") == "passed"
