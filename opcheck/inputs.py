@@ -221,8 +221,8 @@ class Case:
     def describe(self) -> str:
         if self.inputs is None:
             parts = []
-            for name, n in zip(self.template.names(), range(len(self.template.slots))):
-                t = self.template.leaves[self.template.tensor_positions[n]]
+            for name, position in zip(self.template.names(), self.template.tensor_positions):
+                t = self.template.leaves[position]
                 text = f"{dtype_name(t.dtype)}{list(t.shape)}"
                 if not t.is_contiguous():
                     text += f" strides {list(t.stride())}"

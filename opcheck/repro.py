@@ -130,6 +130,7 @@ _FAKE_COMMON = """
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+real_args = args
 real = op(*args, **kwargs)
 args, kwargs = inputs()
 env = ShapeEnv(allow_scalar_outputs=False)  # .item() in a fake kernel raises
@@ -145,7 +146,7 @@ for r, f in zip(torch.utils._pytree.tree_leaves(real), torch.utils._pytree.tree_
 
 
 def _fake(kind):
-    text = _FAKE_COMMON.replace("real = op(*args, **kwargs)", "real_args = args\nreal = op(*args, **kwargs)") + """
+    text = _FAKE_COMMON + """
 fake_args, fake_kwargs = torch.utils._pytree.tree_map_only(
     torch.Tensor, lambda t: mode.from_tensor(t, static_shapes=True), (args, kwargs))
 with mode:

@@ -9,7 +9,7 @@ from opcheck_ops import buggy, correct
 
 from opcheck.calls import CallRecorder, OpCall, dedupe, read_calls, write_calls
 from opcheck.checks.common import OpCheckUsageError, Problem, make_template, resolve_op
-from opcheck.checks.fake import _pins_a_size
+from opcheck.checks.fake import _excluded_sizes
 from opcheck.inputs import TensorInput, make
 from opcheck.schema_samples import sample_from_schema
 from opcheck.variants import REJECTED, Sweep, Variant, search, shrink
@@ -91,18 +91,19 @@ def test_greedy_shrink_keeps_the_kind_and_drops_what_is_not_needed():
     assert (x.shape, x.layout, x.dtype) == ((2, 2), "transposed", "float32")
 
 
-def test_only_guards_pinning_one_size_count_as_specializing():
+def test_only_guards_ruling_out_every_nearby_size_are_candidates_for_specializing():
     s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
 
     class Env:
         var_to_val = backed_var_to_val = {s0: 4, s1: 8}  # noqa: RUF012 - a read-only stand-in for a ShapeEnv
 
-    assert _pins_a_size(sympy.Eq(s0, 4), Env)
-    assert _pins_a_size(s0 <= 4, Env)
-    assert not _pins_a_size(s0 > 1, Env)
-    assert not _pins_a_size(sympy.Ne(s0, 0), Env)
-    assert not _pins_a_size(sympy.Eq(sympy.Mod(s0, 2), 0), Env)
-    assert not _pins_a_size(sympy.Eq(s0, s1), Env)
+    assert _excluded_sizes(sympy.Eq(s0, 4), Env) == (s0, (5, 6, 7, 9))
+    assert _excluded_sizes(s0 <= 4, Env) == (s0, (5, 6, 7, 9))
+    # Whether the kernel takes those sizes decides (SymbolicFakeCheck); see the quality tests.
+    assert _excluded_sizes(s0 > 1, Env) is None
+    assert _excluded_sizes(sympy.Ne(s0, 0), Env) is None
+    assert _excluded_sizes(sympy.Eq(sympy.Mod(s0, 2), 0), Env) is None
+    assert _excluded_sizes(sympy.Eq(s0, s1), Env) is None
 
 
 def test_calls_file_round_trip_keeps_values_layout_and_types(tmp_path):

@@ -367,11 +367,6 @@ def _excluded_sizes(expr, shape_env):
     return None
 
 
-def _pins_a_size(expr, shape_env) -> bool:
-    """Does the guard, by its form alone, rule out every nearby larger size?"""
-    return _excluded_sizes(expr, shape_env) is not None
-
-
 def _pretty(expr, shape_env) -> str:
     """Show sizes by source: x0.size(1) rather than s40."""
     text = str(expr.node.expr if isinstance(expr, torch.SymInt) else expr)
