@@ -8,6 +8,15 @@ import tempfile
 from pathlib import Path
 
 
+def _read_umask() -> int:
+    umask = os.umask(0o022)  # reading it means setting it; done once, at import, not while threads write
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()
+
+
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically. The file keeps its mode if it
     existed, else gets the one ``open()`` would give it (mkstemp's private
@@ -17,9 +26,7 @@ def write_text(path: Path, text: str) -> None:
     try:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = 0o666 & ~_UMASK
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
