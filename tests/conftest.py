@@ -6,6 +6,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PLANTS = Path(__file__).resolve().parent / "plants"
 
+collect_ignore_glob = ["opcheck_suites/*"]  # fixture projects with their own test suites (run by opcheck_suite_support)
+
 
 @pytest.fixture(autouse=True)
 def _isolated_inductor_cache(tmp_path, monkeypatch):
