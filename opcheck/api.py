@@ -19,6 +19,7 @@ from opcheck.checks.common import (
 from opcheck.checks.compile import AotDispatchDynamicCheck, InductorDynamicCheck
 from opcheck.checks.fake import DataDependence, FakeTensorCheck, SymbolicFakeCheck
 from opcheck.checks.schema import SchemaCheck
+from opcheck.contracts import assign as assign_contracts
 from opcheck.inputs import Template
 from opcheck.report import CheckResult, Failure, Report
 from opcheck.repro import render
@@ -44,7 +45,7 @@ _EXAMPLES = {"schema": 15, "faketensor": 40, "symbolic_fake": 25}
 
 
 def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None = None, seed: int = 0,
-          progress=None, on_input=None) -> Report:
+          progress=None, on_input=None, fixed=None) -> Report:
     """Check a custom op on its samples and on shapes swept from them.
 
     ``op``: an OpOverload, OpOverloadPacket, CustomOpDef or "ns::name[.overload]".
@@ -55,6 +56,9 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     ``progress(check_name, result)`` is called as each check finishes;
     ``on_input(check_name, case)`` before each input is judged (the runner
     uses it to say which input a crashing kernel was given).
+    ``fixed``: names of tensor arguments the sweep must not resize (a lookup
+    table, a codebook); None infers them from the samples
+    (``opcheck.contracts``), ``()`` holds nothing fixed.
     """
     start = time.monotonic()
     op = resolve_op(op)
@@ -64,6 +68,7 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     templates = []
     for n, (args, kwargs) in enumerate(pairs):
         template = make_template(op, args, kwargs)
+        template.index = n  # which sample a judged input comes from (the runner reports it)
         try:
             sample_args, sample_kwargs = template.original().build()
             with torch.no_grad():
@@ -76,6 +81,11 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
         report.seconds = time.monotonic() - start
         return report
     report.error = ""
+    try:
+        report.contracts = assign_contracts(templates, fixed, schema=op._schema)
+    except ValueError as exc:
+        raise OpCheckUsageError(f"{op_name(op)}: {exc}") from None
+
     total = DEFAULT_BUDGET if budget is None else float(budget)
     weight = sum(_WEIGHTS[n] for n in names)
     runner = _Runner(op, templates, sweep=sweep, seed=seed, on_input=on_input)

@@ -188,13 +188,20 @@ def dedupe(calls, per_op: int = MAX_CALLS_PER_OP) -> list[OpCall]:
 # --------------------------------------------------------------------- file
 
 
-def write_calls(path, calls, *, modules=(), paths=()) -> int:
+def write_calls(path, calls, *, modules=(), paths=(), extra_modules=(), libraries=(), registrations=None) -> int:
     """Write calls (deduplicated) atomically; returns how many were written.
-    ``modules`` register the ops and ``paths`` are where they import from;
-    stage 2 imports them, so ``symfuzz opcheck --from FILE`` needs nothing else."""
+
+    The header says how to rebuild the ops in a fresh process
+    (opcheck.provenance): ``modules`` register them, ``extra_modules`` are the
+    rest of their packages, ``libraries`` were loaded with
+    ``torch.ops.load_library``, ``paths`` are where they import from, and
+    ``registrations`` what the session had registered per op. So
+    ``symfuzz opcheck --from FILE`` needs nothing else."""
     calls = dedupe(calls)
     header = {"symfuzz_opcheck_calls": FORMAT_VERSION, "torch": torch.__version__,
-              "modules": sorted(set(modules)), "paths": list(dict.fromkeys(paths))}
+              "modules": list(dict.fromkeys(modules)), "extra_modules": list(dict.fromkeys(extra_modules)),
+              "libraries": list(dict.fromkeys(libraries)), "paths": list(dict.fromkeys(paths)),
+              "registrations": dict(registrations or {})}
     lines = [json.dumps(header)] + [json.dumps(encode_call(call)) for call in calls]
     write_text(path, "\n".join(lines) + "\n")
     return len(calls)
@@ -210,31 +217,6 @@ def read_header(path) -> dict:
     if header.get("symfuzz_opcheck_calls") != FORMAT_VERSION:
         raise CallsFileError(f"{path} is not a symfuzz opcheck calls file (version {FORMAT_VERSION})")
     return header
-
-
-def provenance(op_names) -> tuple[list[str], list[str]]:
-    """(modules that register these ops, the sys.path entries they import from)."""
-    import sys
-
-    from opcheck.checks.common import OpCheckUsageError, resolve_op
-    from opcheck.repro import op_module
-
-    modules, paths = [], []
-    for name in dict.fromkeys(op_names):
-        try:
-            module = op_module(resolve_op(name))
-        except OpCheckUsageError:
-            continue
-        if module is None or module in modules:
-            continue
-        modules.append(module)
-        file = getattr(sys.modules.get(module), "__file__", None)
-        if file:
-            root = os.path.dirname(os.path.abspath(file))
-            for _ in range(module.count(".") + (1 if file.endswith("__init__.py") else 0)):
-                root = os.path.dirname(root)
-            paths.append(root)
-    return modules, paths
 
 
 def read_calls(path) -> list[OpCall]:
@@ -288,8 +270,67 @@ def _namespace(func) -> str | None:
     return None
 
 
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+# The files between a caller and our __torch_function__ when an op is called
+# (an OpOverload or packet, or a torch.library.custom_op function).
+_OP_CALL_PLUMBING = {os.path.join(_TORCH_DIR, *parts) for parts in
+                     [("_ops.py",), ("overrides.py",), ("_library", "custom_ops.py")]}
+
+
+def is_real_call(args, kwargs, caller_depth: int = 2) -> bool:
+    """The one rule for what the recorder records: a call the test itself made on real data.
+
+    A call is real when (1) no tracing or dispatch machinery is active (no
+    dispatch mode at all: fake, proxy, functional, schema-check modes all sit on
+    that stack; no Dynamo or FX tracing), (2) every tensor argument is a plain
+    tensor holding data (not a subclass such as FakeTensor, not meta, not a
+    functional wrapper) and no argument is symbolic, and (3) the code that made
+    the call is not torch's own: ``torch.library.opcheck``, ``make_fx`` or
+    ``torch.export`` call ops on real tensors too, to compare against, and
+    those calls are theirs, not the test's.
+    """
+    if torch._C._len_torch_dispatch_stack() or torch.compiler.is_compiling():
+        return False
+    from torch.fx._symbolic_trace import is_fx_symbolic_tracing
+
+    if is_fx_symbolic_tracing():
+        return False
+    import torch.utils._pytree as pytree
+
+    for leaf in pytree.tree_leaves((tuple(args), dict(kwargs))):
+        if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return False
+        if isinstance(leaf, torch.Tensor) and not _holds_data(leaf):
+            return False
+    return not _called_from_torch(caller_depth + 1)
+
+
+def _holds_data(t: torch.Tensor) -> bool:
+    if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+        return False
+    if t.is_meta or torch._is_functional_tensor(t):
+        return False
+    return True
+
+
+def _called_from_torch(depth: int) -> bool:
+    """Is the nearest caller, past the op-call plumbing, a file of the torch package?"""
+    import sys
+
+    frame = sys._getframe(depth)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename) in _OP_CALL_PLUMBING:
+        frame = frame.f_back
+    return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_TORCH_DIR)
+
+
 class CallRecorder(TorchFunctionMode):
-    """Records calls to ops in ``namespaces`` (inputs copied before the call)."""
+    """Records calls to ops in ``namespaces`` (inputs copied before the call).
+
+    Invisible to the test: only real calls are recorded (``is_real_call``),
+    the op is called exactly once, as the test called it, and anything that
+    goes wrong while recording becomes a line in ``skipped``, never an
+    exception in the test.
+    """
 
     def __init__(self, namespaces, *, test: str = "", sink=None, skipped=None):
         super().__init__()
@@ -300,20 +341,29 @@ class CallRecorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        ours = _namespace(func) in self.namespaces
-        if not ours or torch.compiler.is_compiling():
-            return func(*args, **kwargs)
+        try:
+            pending = self._before(func, args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - the recorder must never fail the user's test
+            self.skipped.append(f"{func}: the recorder failed before the call ({type(exc).__name__}: {exc})")
+            pending = None
+        out = func(*args, **kwargs)  # a call that raises is the test's business, not a sample
+        if pending is not None:
+            self.calls.append(pending)
+        return out
+
+    def _before(self, func, args, kwargs):
+        """The call to record (inputs copied now: the op may mutate them), or None."""
+        if _namespace(func) not in self.namespaces or not is_real_call(args, kwargs, caller_depth=3):
+            return None
         name = _overload_name(func, args, kwargs)
         if name is None:
             self.skipped.append(f"{func}: could not tell which overload was called")
-            return func(*args, **kwargs)
+            return None
         # Decide before copying: a test calling an op in a loop on big inputs must
         # not keep a copy per call.
         live = OpCall(name, tuple(args), dict(kwargs), self.test)
         same_op = [c for c in self.calls if c.op == name]
         if len(same_op) >= MAX_CALLS_PER_OP or signature(live) in {signature(c) for c in same_op}:
-            return func(*args, **kwargs)
+            return None
         before = _copy((tuple(args), dict(kwargs)))
-        out = func(*args, **kwargs)  # a call that raises is the test's business, not a sample
-        self.calls.append(OpCall(name, before[0], before[1], self.test))
-        return out
+        return OpCall(name, before[0], before[1], self.test)

@@ -151,6 +151,9 @@ class Template:
 
     def __init__(self, args, kwargs, mutable_positions=()):
         self.args, self.kwargs = tuple(args), dict(kwargs or {})
+        self.contracts = None  # opcheck.contracts.Contracts, given by check() from all the samples
+        self.schema = None  # the op's schema, for argument names
+        self.index = 0  # position among the op's samples
         leaves, self.spec = pytree.tree_flatten((self.args, self.kwargs))
         self.leaves = leaves
         self.tensor_positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
@@ -166,8 +169,8 @@ class Template:
     def original(self) -> Case:
         return Case(self, None)
 
-    def case(self, inputs) -> Case:
-        return Case(self, tuple(inputs))
+    def case(self, inputs, variant=None) -> Case:
+        return Case(self, tuple(inputs), variant)
 
     def names(self) -> list[str]:
         return [f"x{n}" for n in range(len(self.slots))]
@@ -176,9 +179,10 @@ class Template:
 class Case:
     """One concrete input. ``inputs is None`` means the sample itself."""
 
-    def __init__(self, template: Template, inputs):
+    def __init__(self, template: Template, inputs, variant=None):
         self.template = template
         self.inputs = inputs
+        self.variant = variant  # the sweep's opcheck.variants.Variant that built it, if any
 
     @property
     def is_original(self) -> bool:

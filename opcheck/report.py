@@ -33,6 +33,13 @@ class CheckResult:
     def passed(self) -> bool:
         return self.status != "failed"
 
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> CheckResult:
+        return cls(**{**data, "failures": [Failure(**f) for f in data.get("failures", [])]})
+
 
 @dataclass
 class Report:
@@ -41,6 +48,7 @@ class Report:
     samples: int = 0
     seconds: float = 0.0
     error: str = ""  # the op could not be checked at all (no sample the real kernel accepts, ...)
+    contracts: list[str] = field(default_factory=list)  # arguments held fixed or following others, and why
 
     @property
     def ok(self) -> bool:
@@ -58,12 +66,10 @@ class Report:
 
     @classmethod
     def from_json(cls, data: dict) -> Report:
-        results = {}
-        for name, r in data.get("results", {}).items():
-            failures = [Failure(**f) for f in r.get("failures", [])]
-            results[name] = CheckResult(**{**r, "failures": failures})
+        results = {name: CheckResult.from_json(r) for name, r in data.get("results", {}).items()}
         return cls(op=data["op"], results=results, samples=data.get("samples", 0),
-                   seconds=data.get("seconds", 0.0), error=data.get("error", ""))
+                   seconds=data.get("seconds", 0.0), error=data.get("error", ""),
+                   contracts=list(data.get("contracts", [])))
 
     def marks(self) -> str:
         """"schema ok, faketensor FAIL, ...", or why the op was not checked."""
@@ -77,6 +83,7 @@ class Report:
     def format(self, *, repro: bool = True) -> str:
         """A readable multi-line report; failures first with input and repro."""
         lines = [self.summary_line() + f"  ({self.seconds:.1f}s, {self.samples} sample(s))"]
+        lines += [f"  contract {line}" for line in self.contracts]
         for r in self.results.values():
             for f in r.failures:
                 lines.append(f"  FAIL {f.check} [{f.kind}]")

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
+from opcheck.contracts import Contracts
 from opcheck.inputs import (
     FLOAT_DTYPES,
     INT_DTYPES,
@@ -44,6 +45,16 @@ class Variant:
     dtypes: tuple = ()  # ((from dtype, to dtype), ...)
     seed: int = 0
 
+    def to_json(self) -> dict:
+        return {"sizes": list(self.sizes), "untie": [list(u) for u in self.untie], "layouts": list(self.layouts),
+                "dtypes": [list(d) for d in self.dtypes], "seed": self.seed}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Variant:
+        return cls(tuple(data["sizes"]), tuple(tuple(u) for u in data.get("untie", ())),
+                   tuple(data.get("layouts", ())), tuple(tuple(d) for d in data.get("dtypes", ())),
+                   data.get("seed", 0))
+
 
 class Sweep:
     """Variants of one template."""
@@ -51,11 +62,15 @@ class Sweep:
     def __init__(self, template: Template, *, seed: int = 0, layouts=True, dtypes=True):
         self.template = template
         self.seed = seed
+        # Arguments held fixed, and dims that follow other arguments, are not the
+        # sweep's to choose (opcheck.contracts).
+        self.contracts = getattr(template, "contracts", None) or Contracts()
         # Size-1 dims vary too (a batch-1 sample must not hide a fake kernel that
         # hard-codes the 1); where they broadcast, the real kernel refuses the variant.
-        values = sorted({d for s in template.slots for d in s.shape if d >= 1})
+        values = sorted({d for n, s in enumerate(template.slots) for i, d in enumerate(s.shape)
+                         if d >= 1 and self.contracts.is_free(n, i)})
         self.symbols = values  # symbol i stands for the sample size values[i]
-        self.dtype_groups = sorted({s.dtype for s in template.slots})
+        self.dtype_groups = sorted({s.dtype for n, s in enumerate(template.slots) if n not in self.contracts.fixed})
         self.allow_layouts = layouts
         self.allow_dtypes = dtypes
 
@@ -68,9 +83,19 @@ class Sweep:
         size_of = dict(zip(self.symbols, v.sizes))
         untie = {(t, d): size for t, d, size in v.untie}
         retype = dict(v.dtypes)
+        shapes = [tuple(untie.get((n, d), size_of.get(size, size)) for d, size in enumerate(slot.shape))
+                  for n, slot in enumerate(self.template.slots)]
+        for (n, d), rule in self.contracts.follows.items():
+            shape = list(shapes[n])
+            shape[d] = rule.size(shapes, self.template.leaves)
+            shapes[n] = tuple(shape)
         inputs = []
         for n, slot in enumerate(self.template.slots):
-            shape = tuple(untie.get((n, d), size_of.get(size, size)) for d, size in enumerate(slot.shape))
+            seed = (self.seed * 1_000_003 + v.seed * 101 + n) % 2**31
+            if n in self.contracts.fixed:  # as recorded: shape, dtype, contiguous; values from its range
+                inputs.append(TensorInput(shape=slot.shape, dtype=slot.dtype, lo=slot.lo, hi=slot.hi, seed=seed))
+                continue
+            shape = shapes[n]
             layout = (v.layouts[n] if n < len(v.layouts) else "") or "contiguous"
             if layout == "expanded" and (slot.mutable or not shape or shape[0] <= 1):
                 layout = "contiguous"  # writing through stride 0 is an error, and size 1 expands to itself
@@ -80,11 +105,15 @@ class Sweep:
                 layout = "contiguous"
             dtype = retype.get(slot.dtype, slot.dtype)
             inputs.append(TensorInput(
-                shape=shape, dtype=dtype, layout=layout, lo=slot.lo, hi=slot.hi,
-                seed=(self.seed * 1_000_003 + v.seed * 101 + n) % 2**31,
+                shape=shape, dtype=dtype, layout=layout, lo=slot.lo, hi=slot.hi, seed=seed,
                 requires_grad=False,
             ))
-        return self.template.case(inputs)
+        return self.template.case(inputs, v)
+
+    def _shared(self, size: int) -> bool:
+        """Is ``size`` tied across more than one free dim?"""
+        return sum(size == d and self.contracts.is_free(n, i)
+                   for n, sl in enumerate(self.template.slots) for i, d in enumerate(sl.shape)) > 1
 
     def other_dtypes(self, dtype: str) -> list[str]:
         if dtype in FLOAT_DTYPES:
@@ -109,10 +138,12 @@ class Sweep:
             out.append(Variant(tuple(2 * v + 1 for v in base), seed=4))  # all larger
         for n, slot in enumerate(self.template.slots):  # untie one dim: non-square, mixed
             for d, size in enumerate(slot.shape):
-                if size >= 2 and sum(size == s for sl in self.template.slots for s in sl.shape) > 1:
+                if size >= 2 and self.contracts.is_free(n, d) and self._shared(size):
                     out.append(Variant(base, untie=((n, d, size + 1),), seed=5))
         if self.allow_layouts:
             for n in range(len(self.template.slots)):
+                if n in self.contracts.fixed:
+                    continue
                 for layout in LAYOUTS[1:]:
                     layouts = [""] * len(self.template.slots)
                     layouts[n] = layout
@@ -139,7 +170,8 @@ class Sweep:
         # instead and still reaches 0 (at the top of the range).
         size = st.integers(0, top).map(lambda k: (k + 1) % (top + 1))
         n_tensors = len(self.template.slots)
-        untie_slots = [(n, d) for n, slot in enumerate(self.template.slots) for d, s in enumerate(slot.shape) if s >= 2]
+        untie_slots = [(n, d) for n, slot in enumerate(self.template.slots) for d, s in enumerate(slot.shape)
+                       if s >= 2 and self.contracts.is_free(n, d)]
 
         @st.composite
         def variants(draw):

@@ -1,0 +1,213 @@
+"""Shape contracts: which arguments the sweep must not resize, and which follow others.
+
+Real kernels trust some arguments' shapes: a 256-entry quantization code, a
+codebook, a lookup table, a per-block scale vector whose length follows from
+another argument (``ceil(numel / blocksize)``). Resizing them independently
+builds inputs no caller can make, and a kernel that reads out of bounds on
+them says nothing about the op. The recorded calls show the contracts:
+
+- an argument **keeps its shape** when it has the same shape in every
+  recorded call while other arguments' shapes vary;
+- a dim **follows** another argument when it equals ``ceil(n / k)`` in every
+  recorded call, where ``n`` is another tensor's numel or one of its dims and
+  ``k`` an int argument (or 1 for a numel), and ``n`` varied.
+
+Where no call varied there is nothing to infer from: the sweep ties equal
+sizes, as the sample does. The author can name the fixed arguments instead
+(``check(..., fixed=("code",))``, a pytest marker or a command-line flag);
+``fixed=()`` holds nothing fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# No torch import at module level: the pytest plugin parses --opcheck-fixed with
+# parse_fixed, and loading the plugin must not import torch.
+
+
+@dataclass(frozen=True)
+class SizeRule:
+    """size = ceil(source / divisor): source is a tensor slot's numel (dim None) or one of its dims."""
+
+    slot: int
+    dim: int | None
+    divisor_leaf: int | None  # index into the template's leaves of an int argument; None: 1
+
+    def size(self, shapes, leaves) -> int:
+        shape = shapes[self.slot]
+        source = _numel(shape) if self.dim is None else shape[self.dim]
+        k = 1 if self.divisor_leaf is None else int(leaves[self.divisor_leaf])
+        return -(-source // k) if k > 0 else source
+
+    def text(self, names, leaf_names) -> str:
+        source = f"{names[self.slot]}.numel()" if self.dim is None else f"{names[self.slot]}.size({self.dim})"
+        return source if self.divisor_leaf is None else f"ceil({source} / {leaf_names[self.divisor_leaf]})"
+
+
+@dataclass
+class Contracts:
+    fixed: dict = field(default_factory=dict)  # slot -> why
+    follows: dict = field(default_factory=dict)  # (slot, dim) -> SizeRule
+
+    def is_free(self, slot: int, dim: int) -> bool:
+        """Does the sweep choose this dim's size (rather than a contract)?"""
+        return slot not in self.fixed and (slot, dim) not in self.follows
+
+    def describe(self, template) -> list[str]:
+        """One line per contract, for the report."""
+        names, leaf_names = slot_names(template), leaf_labels(template)
+        lines = [f"{names[s]}: held fixed at {template.slots[s].dtype}{list(template.slots[s].shape)} ({why})"
+                 for s, why in sorted(self.fixed.items())]
+        for (s, d), rule in sorted(self.follows.items()):
+            lines.append(f"{names[s]}: size({d}) follows {rule.text(names, leaf_names)}, as in every recorded call")
+        return lines
+
+
+def _numel(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+def _paths(template):
+    import torch.utils._pytree as pytree
+
+    leaves, _ = pytree.tree_flatten_with_path((template.args, template.kwargs))
+    return [path for path, _ in leaves]
+
+
+def leaf_labels(template, schema=None) -> list[str]:
+    """A readable name per leaf: the schema's argument name (``code``, ``tensors[1]``), else ``arg2``."""
+    schema = schema if schema is not None else getattr(template, "schema", None)
+    arg_names = [a.name for a in schema.arguments] if schema is not None else []
+    out = []
+    for path in _paths(template):
+        first, rest = path[1], path[2:]
+        if path[0].idx == 0:
+            i = first.idx
+            name = arg_names[i] if i < len(arg_names) else f"arg{i}"
+        else:
+            name = str(first.key)
+        for key in rest:
+            name += f"[{getattr(key, 'idx', getattr(key, 'key', '?'))}]"
+        out.append(name)
+    return out
+
+
+def slot_names(template) -> list[str]:
+    labels = leaf_labels(template)
+    return [labels[i] for i in template.tensor_positions]
+
+
+def _int_leaves(template) -> list[int]:
+    return [i for i, leaf in enumerate(template.leaves)
+            if isinstance(leaf, int) and not isinstance(leaf, bool) and leaf > 1]
+
+
+def infer(templates) -> Contracts:
+    """Contracts shown by the recorded calls (templates of one structure)."""
+    if len(templates) < 2:
+        return Contracts()
+    shapes = [[s.shape for s in t.slots] for t in templates]
+    n = len(templates[0].slots)
+    varied = [len({call[s] for call in shapes}) > 1 for s in range(n)]
+    if not any(varied):
+        return Contracts()
+    out = Contracts()
+    calls = len(templates)
+    for s in range(n):
+        if not varied[s]:
+            others = [slot_names(templates[0])[o] for o in range(n) if varied[o]]
+            out.fixed[s] = f"the same shape in all {calls} recorded calls while {', '.join(others)} varied"
+    ints = _int_leaves(templates[0])
+    for s in range(n):
+        if s in out.fixed:
+            continue
+        for d in range(len(templates[0].slots[s].shape)):
+            rule = _explaining_rule(templates, s, d, varied, ints)
+            if rule is not None:
+                out.follows[(s, d)] = rule
+    return out
+
+
+def _explaining_rule(templates, s, d, varied, ints):
+    """The first rule that gives dim ``d`` of slot ``s`` in every call, or None.
+    A dim equal to another dim is left out: the sweep's ties keep those equal."""
+    first = templates[0]
+    for t in range(len(first.slots)):
+        if t == s or not varied[t]:
+            continue
+        candidates = [SizeRule(t, None, None)] if len(first.slots[t].shape) >= 2 else []
+        candidates += [SizeRule(t, None, k) for k in ints]
+        candidates += [SizeRule(t, j, k) for j in range(len(first.slots[t].shape)) for k in ints]
+        for rule in candidates:
+            if all(_holds(rule, tpl, s, d) for tpl in templates) and _source_varies(rule, templates):
+                return rule
+    return None
+
+
+def _holds(rule: SizeRule, template, s, d) -> bool:
+    shapes = [slot.shape for slot in template.slots]
+    if d >= len(shapes[s]) or (rule.dim is not None and rule.dim >= len(shapes[rule.slot])):
+        return False
+    leaf = template.leaves[rule.divisor_leaf] if rule.divisor_leaf is not None else 1
+    if not isinstance(leaf, int) or isinstance(leaf, bool) or leaf < 1:
+        return False
+    return rule.size(shapes, template.leaves) == shapes[s][d]
+
+
+def _source_varies(rule: SizeRule, templates) -> bool:
+    """A rule whose inputs never changed is a coincidence, not a contract."""
+    values = {(rule.size([sl.shape for sl in t.slots], t.leaves)) for t in templates}
+    return len(values) > 1
+
+
+def structure(template):
+    """Templates with equal structure (the same arguments given, the same
+    number of tensors) can be compared call by call; ranks may differ."""
+    return str(template.spec)
+
+
+def assign(templates, fixed=None, *, schema=None) -> list[str]:
+    """Give each template its contracts; returns the report's lines.
+
+    ``fixed``: None infers; a sequence of argument names holds exactly those
+    fixed (``()``: none), with ``follows`` rules still inferred.
+    """
+    groups: dict = {}
+    for t in templates:
+        t.schema = schema
+        groups.setdefault(structure(t), []).append(t)
+    lines = []
+    for group in groups.values():
+        contracts = infer(group)
+        if fixed is not None:
+            names = slot_names(group[0])
+            unknown = [f for f in fixed if f not in names]
+            if unknown:
+                raise ValueError(f"fixed: no tensor argument named {', '.join(map(repr, unknown))} "
+                                 f"(the tensor arguments are {', '.join(names) or 'none'})")
+            contracts.fixed = {names.index(f): "asked for" for f in fixed}
+            contracts.follows = {k: r for k, r in contracts.follows.items()
+                                 if k[0] not in contracts.fixed and r.slot not in contracts.fixed}
+        for t in group:
+            t.contracts = contracts
+        lines += [line for line in contracts.describe(group[0]) if line not in lines]
+    return lines
+
+
+def parse_fixed(entries) -> dict:
+    """["ns::op=a,b", "ns::other="] -> {"ns::op": ["a", "b"], "ns::other": []}."""
+    out = {}
+    for entry in entries or ():
+        op, sep, names = str(entry).partition("=")
+        op = op.strip()
+        if not sep or "::" not in op:
+            raise ValueError(f"expected NS::OP=ARG[,ARG] (or NS::OP= for none), got {entry!r}")
+        out[op.removesuffix(".default")] = [n.strip() for n in names.split(",") if n.strip()]
+    return out
+
+
+__all__ = ["Contracts", "SizeRule", "assign", "infer", "parse_fixed", "slot_names"]

@@ -1,0 +1,145 @@
+"""Shape contracts (opcheck.contracts) and the recorder's one rule for a real call (opcheck.calls)."""
+
+import pytest
+import torch
+
+from opcheck.api import check
+from opcheck.calls import CallRecorder
+from opcheck.checks.common import OpCheckUsageError, make_template
+from opcheck.contracts import assign, parse_fixed
+from opcheck.variants import Sweep
+
+NS = "symfuzz_contracts"
+
+torch.library.define(f"{NS}::deq", "(Tensor A, Tensor absmax, Tensor code, int blocksize) -> Tensor")
+torch.library.define(f"{NS}::twice", "(Tensor x, SymInt n) -> Tensor")
+
+
+@torch.library.register_fake(f"{NS}::deq")
+def _deq_fake(A, absmax, code, blocksize):
+    return A.new_empty(A.shape, dtype=torch.float32)
+
+
+@torch.library.register_kernel(f"{NS}::deq", "cpu")
+def _deq(A, absmax, code, blocksize):
+    # Like a real kernel, it trusts the table and the scale vector; unlike one,
+    # it says so instead of reading out of bounds.
+    torch._check(code.numel() == 256, lambda: f"the code must have 256 entries, not {code.numel()}")
+    torch._check(absmax.numel() == -(-A.numel() // blocksize), lambda: "one absmax per block")
+    scale = absmax.repeat_interleave(blocksize)[: A.numel()].reshape(A.shape)
+    return code[A.long()] * scale
+
+
+@torch.library.register_fake(f"{NS}::twice")
+def _twice_fake(x, n):
+    return torch.empty_like(x)
+
+
+TWICE_CALLS = []  # one entry per real kernel call
+
+
+@torch.library.register_kernel(f"{NS}::twice", "cpu")
+def _twice(x, n):
+    TWICE_CALLS.append(n)
+    return x * 2
+
+
+def deq_call(shape, blocksize):
+    A = torch.randint(0, 256, shape, dtype=torch.uint8)
+    return (A, torch.rand(-(-A.numel() // blocksize)) + 0.1, torch.linspace(-1, 1, 256), blocksize)
+
+
+def templates(samples):
+    op = getattr(torch.ops, NS).deq.default
+    out = [make_template(op, args, {}) for args in samples]
+    return out, assign(out, schema=op._schema)
+
+
+def test_a_table_that_never_varies_is_held_fixed_and_a_scale_vector_follows_its_blocks():
+    tpls, lines = templates([deq_call((4, 16), 8), deq_call((3, 5), 4), deq_call((64,), 64)])
+    contracts = tpls[0].contracts
+    assert set(contracts.fixed) == {2}  # code
+    assert "code: held fixed at float32[256]" in lines[0] and "while A, absmax varied" in lines[0]
+    assert any("absmax: size(0) follows ceil(A.numel() / blocksize)" in line for line in lines)
+    for template in tpls:
+        sweep = Sweep(template)
+        cases = [sweep.case(v) for v in sweep.edges()]
+        assert len(cases) > 5
+        for case in cases:
+            A, absmax, code = case.tensor_inputs()
+            assert tuple(code.shape) == (256,) and code.dtype == "float32" and code.layout == "contiguous"
+            numel = 1
+            for d in A.shape:
+                numel *= d
+            assert absmax.shape == (-(-numel // template.leaves[3]),), (A, absmax)
+
+
+def test_without_recorded_variation_nothing_is_inferred():
+    tpls, lines = templates([deq_call((4, 16), 8)])
+    assert lines == [] and not tpls[0].contracts.fixed and not tpls[0].contracts.follows
+    sweep = Sweep(tpls[0])
+    assert any(c.tensor_inputs()[2].shape != (256,) for c in map(sweep.case, sweep.edges()))
+
+
+def test_the_author_overrides_what_is_held_fixed():
+    samples = [deq_call((4, 16), 8), deq_call((3, 5), 4)]
+    report = check(f"{NS}::deq", samples, checks=["faketensor"], budget=20, fixed=())
+    assert not any("held fixed" in line for line in report.contracts)
+    # With the table free, the sweep builds inputs the kernel refuses (it checks; real ones crash).
+    assert report.results["faketensor"].inputs_rejected > 0
+    report = check(f"{NS}::deq", samples[:1], checks=["faketensor"], budget=20, fixed=("code",))
+    assert report.contracts == ["code: held fixed at float32[256] (asked for)"]
+    with pytest.raises(OpCheckUsageError, match="no tensor argument named 'table'.*A, absmax, code"):
+        check(f"{NS}::deq", samples, checks=["faketensor"], fixed=("table",))
+
+
+def test_inferred_contracts_keep_the_sweep_inside_what_the_kernel_accepts():
+    samples = [deq_call((4, 16), 8), deq_call((3, 5), 4), deq_call((64,), 64)]
+    report = check(f"{NS}::deq", samples, checks=["faketensor"], budget=30)
+    result = report.results["faketensor"]
+    assert result.inputs_tried > 10
+    # Only layouts and dtypes the kernel does not support can be refused now, never the table's size.
+    assert result.inputs_rejected < result.inputs_tried
+
+
+def test_parse_fixed():
+    assert parse_fixed(["ns::op=a, b", "ns::other.default="]) == {"ns::op": ["a", "b"], "ns::other": []}
+    with pytest.raises(ValueError, match="NS::OP=ARG"):
+        parse_fixed(["op=a"])
+
+
+# ------------------------------------------------------------------ the recorder
+
+
+def test_the_recorder_records_only_the_tests_own_calls():
+    calls, notes = [], []
+    op = getattr(torch.ops, NS).twice
+    with CallRecorder([NS], test="t", sink=calls, skipped=notes):
+        op(torch.randn(3, 4), 3)
+        # torch.library.opcheck traces with symbolic sizes, fake tensors and make_fx,
+        # and calls the op on real tensors itself to compare: none of that is the test's.
+        torch.library.opcheck(op.default, (torch.randn(5, 4), 5))
+        torch.compile(lambda x: op(x, x.shape[0]), dynamic=True, backend="aot_eager")(torch.randn(6, 2))
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode():
+            op(torch.empty(7, 2), 7)
+        op(torch.empty(8, 2, device="meta"), 8)
+    assert [(tuple(c.args[0].shape), c.args[1]) for c in calls] == [((3, 4), 3)], calls
+    assert notes == []
+
+
+def test_a_recorder_failure_is_a_note_and_the_op_still_runs_once(monkeypatch):
+    import opcheck.calls
+
+    def broken(value):
+        raise RuntimeError("copy failed")
+
+    monkeypatch.setattr(opcheck.calls, "_copy", broken)
+    calls, notes = [], []
+    x = torch.randn(2, 2)
+    before = len(TWICE_CALLS)
+    with CallRecorder([NS], test="t", sink=calls, skipped=notes):
+        out = getattr(torch.ops, NS).twice(x, 2)
+    assert torch.equal(out, x * 2) and calls == [] and len(TWICE_CALLS) == before + 1
+    assert len(notes) == 1 and "copy failed" in notes[0]
