@@ -47,6 +47,9 @@ def add_parser(sub, duration):
     p.add_argument("--repro-dir", type=Path, default=Path(".symfuzz/opcheck"),
                    help="where each failure's repro snippet is written (default .symfuzz/opcheck)")
     p.add_argument("--in-process", action="store_true", help="check in this process (no crash isolation)")
+    p.add_argument("--fixed", action="append", default=[], metavar="NS::OP=ARG[,ARG]",
+                   help="tensor arguments the sweep must not resize (a lookup table, a codebook); NS::OP= holds "
+                        "none fixed; repeatable (default: inferred from the recorded calls)")
     p.add_argument("--quiet", action="store_true", help="only the summary")
     return p
 
@@ -77,7 +80,7 @@ def _run(args) -> int:
             importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - the user's module failing to import is their error
             raise OpcheckUsage(f"cannot import --module {module}: {type(exc).__name__}: {exc}") from None
-    calls_ops = []
+    calls_ops, header = [], {}
     if args.calls_file is not None:
         try:
             header = read_header(args.calls_file)
@@ -120,7 +123,17 @@ def _run(args) -> int:
         except StoreError as exc:
             raise OpcheckUsage(str(exc)) from None
 
+    from opcheck.contracts import parse_fixed
+    from opcheck.store import normalize_op
+
+    try:
+        fixed = parse_fixed(args.fixed)
+    except ValueError as exc:
+        raise OpcheckUsage(f"--fixed: {exc}") from None
     task = Task(ops=ops, calls_file=str(args.calls_file) if args.calls_file else None, modules=list(args.module),
+                extra_modules=header.get("extra_modules", []), libraries=header.get("libraries", []),
+                registrations=header.get("registrations", {}),
+                fixed={op: fixed[normalize_op(op)] for op in ops if normalize_op(op) in fixed},
                 sys_path=list(sys.path), checks=checks, budget=args.budget, seed=args.seed, sweep=not args.no_sweep,
                 timeout=args.op_timeout)
     print(f"symfuzz opcheck: {len(ops)} op(s)" + (f", samples from {args.calls_file}" if args.calls_file else ""),

@@ -32,13 +32,14 @@ import copy
 import json
 import os
 import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from opcheck.store import CHECKS, StoreError, XfailStore, apply_results
+from opcheck.store import CHECKS, StoreError, XfailStore, apply_results, normalize_op
 
 DEFAULT_BUDGET = 60.0  # seconds per op; opcheck.api's own default (120) is meant for one op at a time
 DEFAULT_CALLS = ".symfuzz/opcheck-calls.jsonl"  # relative to rootdir
@@ -75,12 +76,22 @@ def pytest_addoption(parser):
                     help=f"checks to run (default all: {', '.join(CHECKS)}; ini: opcheck_checks)")
     group.addoption("--opcheck-budget", default=None, metavar="SECONDS",
                     help=f"time budget per op, shared by its checks (default {DEFAULT_BUDGET:g}; ini: opcheck_budget)")
+    group.addoption("--opcheck-fixed", action="append", default=None, metavar="NS::OP=ARG[,ARG]",
+                    help="tensor arguments of an op the sweep must not resize (a lookup table, a codebook); "
+                         "NS::OP= holds none fixed. Repeatable. Default: inferred from the recorded calls "
+                         "(ini: opcheck_fixed, one per line; marker: @pytest.mark.opcheck_fixed(op, *args))")
+    group.addoption("--opcheck-in-process", action="store_true", default=None,
+                    help="check the ops in the pytest process itself, without crash isolation: a kernel that "
+                         "crashes on a swept input then ends the session (ini: opcheck_in_process)")
     parser.addini("opcheck", "record and check custom ops (as --opcheck)", type="bool", default=False)
     parser.addini("opcheck_namespaces", "op namespaces to record and check, comma-separated", default="")
     parser.addini("opcheck_store", "xfail store path, relative to rootdir", default="")
     parser.addini("opcheck_calls", "calls file path, relative to rootdir", default="")
     parser.addini("opcheck_checks", "checks to run, comma-separated (default all)", default="")
     parser.addini("opcheck_budget", "time budget per op in seconds", default="")
+    parser.addini("opcheck_fixed", "NS::OP=ARG[,ARG] per line: arguments held fixed", type="linelist", default=[])
+    parser.addini("opcheck_in_process", "check ops in the pytest process (no crash isolation)", type="bool",
+                  default=False)
 
 
 @dataclass
@@ -92,6 +103,8 @@ class Settings:
     record_only: bool
     checks: list[str] | None  # None: all
     budget: float
+    fixed: dict  # {op: [argument names]} from the command line or ini; markers add theirs
+    in_process: bool
 
 
 def _option(config, name, ini):
@@ -138,9 +151,18 @@ def _settings(config) -> Settings | None:
             accept = f"{var}=1"
     if accept and not store:
         raise pytest.UsageError(f"opcheck accept mode ({accept}) needs a store to write: --opcheck-store=PATH")
+    fixed_lines = config.getoption("opcheck_fixed")
+    fixed_lines = config.getini("opcheck_fixed") if fixed_lines is None else fixed_lines
+    from opcheck.contracts import parse_fixed  # no torch there: the plugin must load without it
+
+    try:
+        fixed = parse_fixed(fixed_lines)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--opcheck-fixed: {exc}") from None
     settings = Settings(namespaces=namespaces, store=root / store if store else None, accept=accept,
                         calls=root / calls, record_only=bool(config.getoption("opcheck_record_only")),
-                        checks=checks, budget=budget)
+                        checks=checks, budget=budget, fixed=fixed,
+                        in_process=bool(_option(config, "opcheck_in_process", "opcheck_in_process")))
     if settings.store is not None:
         try:
             XfailStore.load(settings.store)  # a broken store should stop the run now, not after the tests
@@ -150,6 +172,8 @@ def _settings(config) -> Settings | None:
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "opcheck_fixed(op, *args): symfuzz opcheck holds these tensor arguments "
+                                       "of op fixed while it sweeps shapes")
     settings = _settings(config)
     if settings is not None:
         config.pluginmanager.register(OpcheckSession(config, settings), "symfuzz_opcheck_session")
@@ -257,6 +281,10 @@ class OpcheckSession:
         self.store_changes = None  # [line] in accept mode
         self.finished = False
         self._written_ops = []  # ops with at least one call in this process's calls file
+        self.fixed = dict(settings.fixed)  # {op: [argument names]}; markers add to it
+        self.suite_started = time.monotonic()
+        self.suite_seconds = 0.0  # the tests themselves
+        self.check_seconds = 0.0  # stage 2: checking the ops
 
     # ---------------------------------------------------------- stage 1: capture
 
@@ -266,6 +294,11 @@ class OpcheckSession:
         # torch: imported only here, in processes that run tests, and only with --opcheck.
         from opcheck.calls import CallRecorder, dedupe
 
+        for mark in item.iter_markers("opcheck_fixed"):
+            if mark.args and "::" in str(mark.args[0]):
+                self.fixed.setdefault(normalize_op(str(mark.args[0])), [str(a) for a in mark.args[1:]])
+            else:
+                self.notes.append(f"{item.nodeid}: opcheck_fixed marker needs (\"ns::op\", \"arg\", ...); ignored")
         try:
             with CallRecorder(self.settings.namespaces, test=item.nodeid, sink=self.calls, skipped=self.unrecorded):
                 return (yield)
@@ -297,6 +330,7 @@ class OpcheckSession:
             out.write_line(f"[{name}] symfuzz opcheck checked {ops} in {sum(r.seconds for r in reports):.1f}s")
         self.notes.extend(f"{name}: {n}" for n in data["notes"])
         self.checks_run |= data["checks_run"]
+        self.check_seconds += data.get("check_seconds", 0.0)
         if data["calls_part"]:
             self.parts.append(Path(data["calls_part"]))
 
@@ -307,6 +341,7 @@ class OpcheckSession:
         if self.config.getoption("collectonly") or self.finished:
             return
         self.finished = True
+        self.suite_seconds = time.monotonic() - self.suite_started
         stopped = exitstatus in _INTERRUPTED or session.shouldstop or session.shouldfail
         controller = self.worker_id is None and self.config.pluginmanager.has_plugin("dsession")
         if controller:
@@ -317,11 +352,13 @@ class OpcheckSession:
                 if stopped:
                     self.notes.append("checks not run: the session stopped early; the calls file is written")
                 else:
+                    started = time.monotonic()
                     self._check_ops()
+                    self.check_seconds = time.monotonic() - started
         if self.worker_id is not None:
             self.config.workeroutput[WORKEROUTPUT_KEY] = json.dumps({
                 "reports": [r.to_json() for r in self.reports], "notes": self.notes, "checks_run": self.checks_run,
-                "calls_part": str(self.calls_path) if self.ncalls else "",
+                "calls_part": str(self.calls_path) if self.ncalls else "", "check_seconds": self.check_seconds,
             })
             return
         if self.settings.record_only or not self.checks_run:
@@ -338,10 +375,11 @@ class OpcheckSession:
         if not self.calls:
             self.calls_path.unlink(missing_ok=True)  # the file describes this run: no stale calls
             return
-        from opcheck.calls import encode_call, provenance, write_calls
+        from opcheck.calls import encode_call, stored_exactly, write_calls
+        from opcheck.provenance import provenance, registrations
 
         # An argument the file format can't hold (a custom object, ...) drops that call
-        # from the file only: it is still checked in this run, from the live inputs.
+        # from the file: the child process rebuilds its inputs from the file.
         writable = []
         for call in self.calls:
             try:
@@ -350,17 +388,21 @@ class OpcheckSession:
                 self.notes.append(f"{call.op} ({call.test}): not written to the calls file: {exc}")
             else:
                 writable.append(call)
-        from opcheck.calls import stored_exactly
-
-        # The child rebuilds inputs from the file; a tensor too big to store there
-        # keeps only its value range, so that op is checked here from the live inputs.
-        inexact = {call.op for call in writable if not stored_exactly(call)}
-        self._written_ops = [call.op for call in writable if call.op not in inexact]
-        if writable:
-            modules, paths = provenance(call.op for call in writable)
-            self.ncalls = write_calls(self.calls_path, writable, modules=modules, paths=paths)
-        else:
+        for op in sorted({call.op for call in writable if not stored_exactly(call)}):
+            self.notes.append(f"{op}: a recorded tensor is too large to store exactly; "
+                              "the child rebuilds it from its value range")
+        self._written_ops = list(dict.fromkeys(call.op for call in writable))
+        if not writable:
             self.calls_path.unlink(missing_ok=True)
+            return
+        # What a fresh process must load to rebuild the ops (stage 2 and the child need it).
+        found = provenance(self._written_ops, project_root=self.config.rootpath)
+        for op in found.unknown:
+            self.notes.append(f"{op}: no registration record names the module that registers it; "
+                              "the child imports the project's modules that this session imported instead")
+        regs = {op: registrations(op.split(".")[0]) for op in self._written_ops}
+        self.ncalls = write_calls(self.calls_path, writable, modules=found.modules, paths=found.paths,
+                                  extra_modules=found.extra_modules, libraries=found.libraries, registrations=regs)
 
     def _merge_calls_files(self):
         """Controller: the workers' calls files into one (deduplicated), parts deleted."""
@@ -374,7 +416,7 @@ class OpcheckSession:
         # This imports torch on the controller too: merging needs call signatures.
         from opcheck.calls import CallsFileError, read_calls, read_header, write_calls
 
-        calls, modules, paths = [], [], []
+        calls, merged = [], {"modules": [], "paths": [], "extra_modules": [], "libraries": [], "registrations": {}}
         for part in self.parts:
             try:
                 calls.extend(read_calls(part))
@@ -382,9 +424,10 @@ class OpcheckSession:
             except CallsFileError as exc:
                 self.notes.append(f"calls file of a worker not merged: {exc}")
                 continue
-            modules += header.get("modules", [])
-            paths += header.get("paths", [])
-        self.ncalls = write_calls(calls_path, calls, modules=modules, paths=paths)
+            for key in ("modules", "paths", "extra_modules", "libraries"):
+                merged[key] += header.get(key, [])
+            merged["registrations"].update(header.get("registrations", {}))
+        self.ncalls = write_calls(calls_path, calls, **merged)
         for part in self.parts:
             part.unlink(missing_ok=True)
 
@@ -393,14 +436,14 @@ class OpcheckSession:
 
         The checks call the op's kernels on thousands of shapes its author never
         tried; one that segfaults or hangs must become a result, not kill the
-        test session (opcheck.runner). Ops the child can't rebuild (their calls
-        could not be written, or the module that registers them is unknown) are
-        checked here in-process instead, from the live inputs.
+        test session (opcheck.runner). The child learns what to import from the
+        session (opcheck.provenance) and checks that it rebuilt each op the same.
+        Only --opcheck-in-process checks here, without that isolation.
         """
         if not self.calls:
             return
-        from opcheck.checks.common import OpCheckUsageError, resolve_op
-        from opcheck.repro import op_module
+        from opcheck.calls import read_header
+        from opcheck.report import Report
         from opcheck.runner import ChildImportError, Task, run_ops
 
         self.checks_run = True
@@ -408,50 +451,51 @@ class OpcheckSession:
         for call in self.calls:
             by_op.setdefault(call.op, []).append(call)
         out = self.config.pluginmanager.get_plugin("terminalreporter") if self.worker_id is None else None
+        where = "in this process (no crash isolation)" if self.settings.in_process else "in a child process"
         if out is not None:
             _fresh_line(out)
-            out.write_sep("-", f"symfuzz opcheck: checking {len(by_op)} op(s), up to {self.settings.budget:g}s each")
-        import torch
-
-        written = set(self._written_ops)
-        # Ops registered from C++ (torch.ops.load_library) have no Python module; the
-        # child loads the same libraries instead.
-        libraries = sorted(getattr(torch.ops, "loaded_libraries", ()))
-        modules, isolated, local = set(), [], []
+            out.write_sep("-", f"symfuzz opcheck: checking {len(by_op)} op(s) {where}, "
+                               f"up to {self.settings.budget:g}s each")
+        fixed = {op: self.fixed[normalize_op(op)] for op in by_op if normalize_op(op) in self.fixed}
+        if self.settings.in_process:
+            for op in by_op:
+                self._check_in_process(op, by_op[op], out, fixed.get(op))
+            return
+        isolated = [op for op in by_op if op in self._written_ops]
         for op in by_op:
-            try:
-                module = op_module(resolve_op(op))
-            except OpCheckUsageError:
-                module = None
-            if op in written and (module is not None or libraries):
-                if module is not None:
-                    modules.add(module)
-                isolated.append(op)
-            else:
-                local.append(op)
-        if isolated:
-            task = Task(ops=isolated, calls_file=str(self.calls_path), modules=sorted(modules), libraries=libraries,
-                        sys_path=[str(Path.cwd()), *sys.path], checks=self.settings.checks, budget=self.settings.budget)
+            if op not in isolated:
+                self.reports.append(Report(op=op, samples=len(by_op[op]), error=(
+                    "not checked: its recorded arguments can't be passed to a child process (see the notes); "
+                    "--opcheck-in-process checks it in this process, without crash isolation")))
+        if not isolated:
+            return
+        header = read_header(self.calls_path)
+        task = Task(ops=isolated, calls_file=str(self.calls_path), modules=header.get("modules", []),
+                    extra_modules=header.get("extra_modules", []), libraries=header.get("libraries", []),
+                    registrations=header.get("registrations", {}), fixed=fixed,
+                    sys_path=[str(Path.cwd()), *header.get("paths", []), *sys.path], checks=self.settings.checks,
+                    budget=self.settings.budget)
 
-            def started(op, out=out):
-                if out is not None:
-                    out.write(f"{op} ...", flush=True)
+        def started(op, out=out):
+            if out is not None:
+                out.write(f"{op} ...", flush=True)
 
-            def finished(report, out=out):
-                self.reports.append(report)
-                if out is not None:
-                    out.line(f" {_report_marks(report)}")
+        def finished(report, out=out):
+            self.reports.append(report)
+            if out is not None:
+                out.line(f" {_report_marks(report)}")
 
-            try:
-                run_ops(task, on_start=started, on_report=finished)
-            except ChildImportError as exc:
-                self.notes.append(f"checked in-process, without crash isolation ({exc})")
-                done = {r.op for r in self.reports}
-                local += [op for op in isolated if op not in done]
-        for op in local:
-            self._check_in_process(op, by_op[op], out)
+        try:
+            run_ops(task, on_start=started, on_report=finished)
+        except ChildImportError as exc:
+            done = {r.op for r in self.reports}
+            for op in isolated:
+                if op not in done:
+                    self.reports.append(Report(op=op, samples=len(by_op[op]), error=(
+                        f"not checked: the child process could not load what registers it ({exc}); "
+                        "--opcheck-in-process checks it in this process, without crash isolation")))
 
-    def _check_in_process(self, op, calls, out):
+    def _check_in_process(self, op, calls, out, fixed=None):
         from opcheck.api import check
         from opcheck.checks.common import OpCheckUsageError
         from opcheck.report import Report
@@ -464,7 +508,7 @@ class OpcheckSession:
             # warnings; they would crowd the user's warnings summary.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                report = check(op, samples, checks=self.settings.checks, budget=self.settings.budget)
+                report = check(op, samples, checks=self.settings.checks, budget=self.settings.budget, fixed=fixed)
         except OpCheckUsageError as exc:
             report = Report(op=op, samples=len(samples), error=str(exc))
         except Exception as exc:  # noqa: BLE001 - one op that opcheck can't handle must not crash the session
@@ -529,6 +573,7 @@ class OpcheckSession:
                 tr.write_line(f"check them (stage 2): symfuzz opcheck --from {calls}")
         elif self.outcomes is not None:
             self._write_outcomes(tr)
+            tr.write_line(self._cost_line())
         if not self.ncalls and not self.reports:
             ns = ", ".join(self.settings.namespaces)
             tr.write_line(f"warning: no calls to ops in namespace(s) {ns} were captured during the tests' call "
@@ -547,12 +592,15 @@ class OpcheckSession:
             by_op.setdefault(o.op, []).append(o)
         for report in self.errors:
             tr.write_line(f"{report.op}: ERROR not checked: {report.error}", red=True, bold=True)
+        contracts = {r.op: r.contracts for r in merge_reports(self.reports).values()}
         for op, outcomes in by_op.items():
             bad = any(o.outcome in _FAILING for o in outcomes)
             verdict = ("accepted" if self.settings.accept else "FAILED") if bad else "ok"
             marks = ", ".join(f"{o.check} {o.outcome.upper() if o.outcome in _FAILING else o.outcome}"
                               for o in outcomes)
             tr.write_line(f"{op}: {verdict}  [{marks}]", red=bad and not self.settings.accept, green=not bad)
+            for line in contracts.get(op, []):
+                tr.write_line(f"  contract {line}")
         for o in self.outcomes:
             if o.outcome == "xfailed":
                 tr.write_line(f"xfailed {o.op} {o.check}: {o.comment or 'expected to fail (store)'}")
@@ -582,6 +630,13 @@ class OpcheckSession:
         elif any(o.outcome in _FAILING for o in self.outcomes):
             where = store or "a store (--opcheck-store=PATH)"
             tr.write_line(f"known bugs? record them as expected failures in {where} with --opcheck-accept")
+
+    def _cost_line(self) -> str:
+        """What opcheck added to the session's time, beside the tests' own."""
+        ops = len({r.op for r in self.reports})
+        workers = " (summed over the workers)" if self.config.pluginmanager.has_plugin("dsession") else ""
+        return (f"time: the tests took {self.suite_seconds:.1f}s; checking {ops} op(s) took "
+                f"{self.check_seconds:.1f}s{workers} (budget {self.settings.budget:g}s per op: --opcheck-budget)")
 
     def _shown(self, path: Path) -> str:
         """path relative to where pytest was started, when it is below it."""

@@ -17,30 +17,11 @@ _TOLERANCES = "{torch.float16: (1e-2, 1e-2), torch.bfloat16: (3e-2, 3e-2), torch
 
 
 def op_module(op) -> str | None:
-    """The Python module that registered ``op``, if we can tell."""
-    qualname = op._schema.name
-    try:
-        from torch._library.custom_ops import OPDEFS
+    """The Python module that registered ``op``, if torch's records tell (opcheck.provenance)."""
+    from opcheck.provenance import registering_modules
 
-        opdef = OPDEFS.get(qualname)
-        if opdef is not None:
-            fn = getattr(opdef, "_init_fn", None)
-            module = getattr(fn, "__module__", None)
-            if module and module != "__main__" and not module.startswith("torch."):
-                return module
-    except ImportError:
-        pass
-    try:
-        from torch._library.simple_registry import singleton
-
-        entry = singleton.find(qualname)
-        kernel = getattr(getattr(entry, "fake_impl", None), "kernel", None)
-        module = getattr(kernel, "__module__", None) or getattr(getattr(kernel, "func", None), "__module__", None)
-        if module and module != "__main__" and not module.startswith("torch.") and module in sys.modules:
-            return module
-    except (ImportError, AttributeError):
-        pass
-    return None
+    modules = registering_modules(op._schema.name)
+    return modules[0] if modules else None
 
 
 def _render(value, names):
@@ -265,3 +246,10 @@ _BODIES = {
     "aot_dispatch_dynamic": _aot,
     "inductor_dynamic": _inductor,
 }
+
+
+def crash_repro(op, case: Case) -> str:
+    """A snippet that calls the real kernel on ``case``: run it in a fresh
+    process; the process dies if the kernel crashes on this input."""
+    return (header(op, case) + "\nout = op(*args, **kwargs)  # a kernel crash kills the process here\n"
+            "print('the kernel returned normally on this input')\n")

@@ -37,6 +37,11 @@ class Task:
     ops: list[str]  # op names, in order
     calls_file: str | None = None  # recorded samples (opcheck.calls); ops without any get one from their schema
     modules: list[str] = field(default_factory=list)  # imported first: they register the ops
+    extra_modules: list[str] = field(default_factory=list)  # imported if they can be: the rest of their packages
+    # {op: {"keys": [dispatch keys with a kernel], "fake": bool}} as the session had them
+    # (opcheck.provenance.registrations): the child checks it rebuilt each op the same.
+    registrations: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)  # {op: [argument names held fixed]}; absent: inferred
     libraries: list[str] = field(default_factory=list)  # torch.ops.load_library'd first (ops registered in C++)
     sys_path: list[str] = field(default_factory=list)  # prepended to the child's sys.path
     checks: list[str] | None = None
@@ -71,10 +76,12 @@ def run_ops(task: Task, *, isolate: bool = True, on_report=None, on_start=None) 
             with open(task_path, "w") as f:
                 json.dump({**task.__dict__, "ops": remaining}, f)
             open(out_path, "w").close()
-            started, status = _run_child(task_path, out_path, op_timeout(task), reports, on_start, on_report)
+            started, status, state = _run_child(task_path, out_path, op_timeout(task), reports, on_start, on_report)
             remaining = [op for op in remaining if op not in reports]
             if started is not None and started not in reports:
-                report = Report(op=started, error=status)
+                report = died_report(task, started, status, state)
+                if status["kind"] == "kernel-crash" and state.get("last_input"):
+                    _probe_crash(task, report, state["last_input"])
                 reports[started] = report
                 remaining = [op for op in remaining if op != started]
                 if on_report:
@@ -82,18 +89,67 @@ def run_ops(task: Task, *, isolate: bool = True, on_report=None, on_start=None) 
             elif remaining:
                 # The child stopped without starting an op (it died while loading, or
                 # exited early): retrying would do the same.
-                status = status or "the checking process stopped before checking these ops"
+                why = status["why"] or "the checking process stopped before checking these ops"
                 for op in remaining:
-                    reports[op] = Report(op=op, error=status)
+                    reports[op] = Report(op=op, error=why)
                     if on_report:
                         on_report(reports[op])
                 remaining = []
     return [reports[op] for op in task.ops if op in reports]
 
 
+def died_report(task: Task, op: str, status: dict, state: dict) -> Report:
+    """The report of an op whose checking process died or hung.
+
+    The checks finished before it died keep their results. The one it was in
+    fails with the input it had been given, as a ``kernel-crash`` (a signal),
+    ``hang`` or ``process-exit``; the checks after it were not run.
+    """
+    from opcheck.report import CheckResult, Failure
+    from opcheck.store import CHECKS
+
+    last = state.get("last_input")
+    if not last:  # it died outside any input: loading, or the sample itself
+        return Report(op=op, error=status["why"] + (f" (during {state['check']})" if state.get("check") else ""))
+    check_name, described = last["check"], last["input"]
+    report = Report(op=op, samples=state.get("samples", 0), contracts=state.get("contracts", []))
+    for name, data in state.get("done", {}).items():
+        report.results[name] = CheckResult.from_json(data)
+    failure = Failure(check=check_name, kind=status["kind"], message=status["why"], input=described,
+                      repro=last.get("repro", ""), case=last.get("case"))
+    report.results[check_name] = CheckResult(check_name, "failed", failures=[failure])
+    wanted = task.checks or list(CHECKS)
+    for name in wanted:
+        if name not in report.results:
+            report.results[name] = CheckResult(name, "skipped", reason=f"not run: the process died in {check_name}")
+    report.results = {name: report.results[name] for name in CHECKS if name in report.results}
+    return report
+
+
+def _probe_crash(task: Task, report: Report, last: dict) -> None:
+    """Call the real kernel alone on the crashing input, in probe processes:
+    a kernel crash is confirmed (and its input shrunk), or the blame moves to
+    the check's machinery (opcheck.crashes)."""
+    from opcheck.crashes import SHRINK_SECONDS, shrink_crash
+
+    failure = report.results[last["check"]].failures[0]
+    # Not tied to the budget: each probe pays a process start, and a crash is worth confirming.
+    found = shrink_crash(task, report.op, last, seconds=SHRINK_SECONDS)
+    if found["confirmed"] is False:
+        failure.kind = "crash"
+        failure.message += ("; the real kernel alone does not crash on this input, so the process died in the "
+                            f"{last['check']} check's own machinery (a compiler, a fake mode) or in the kernel "
+                            "under it")
+        return
+    if found["confirmed"]:
+        failure.message += f"; the real kernel alone crashes the process on this input (probed in a fresh process)"
+    failure.input, failure.case, failure.repro, failure.shrunk = (
+        found["input"], found["case"], found["repro"], found["shrunk"])
+
+
 def _run_child(task_path, out_path, timeout, reports, on_start, on_report):
     """Run one child until it finishes, dies or overruns; returns (op it was
-    checking when it stopped or None, why it stopped or "")."""
+    checking when it stopped or None, {"why", "kind"}, what it said about that op)."""
     with tempfile.TemporaryFile() as stderr:
         return _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr)
 
@@ -101,7 +157,7 @@ def _run_child(task_path, out_path, timeout, reports, on_start, on_report):
 def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
     child = subprocess.Popen([sys.executable, "-m", "opcheck.runner", task_path, out_path],
                              stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
-    state = {"current": None, "since": time.monotonic(), "last_input": None}
+    state = {"current": None, "since": time.monotonic(), "last_input": None, "done": {}}
 
     def handle(events):
         for event in events:
@@ -110,8 +166,16 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
                 raise ChildImportError(event["import_error"])
             if "input" in event:
                 state["last_input"] = event["input"]
+            elif "check_started" in event:
+                state.update(check=event["check_started"], last_input=None)
+            elif "check_done" in event:
+                state["done"][event["check_done"]] = event["result"]
+            elif "op_info" in event:
+                state.update(event["op_info"])
+            elif "note" in event:
+                state.setdefault("notes", []).append(event["note"])
             elif "start" in event:
-                state.update(current=event["start"], since=time.monotonic(), last_input=None)
+                state.update(current=event["start"], since=time.monotonic(), last_input=None, done={}, check=None)
                 if on_start:
                     on_start(event["start"])
             elif "report" in event:
@@ -130,28 +194,23 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
             if code is not None:
                 offset, events = _read_events(out_path, offset)
                 handle(events)  # the last lines written before it exited
-                current, during = state["current"], _during(state["last_input"])
+                current = state["current"]
                 if code == 0 and current is None:
-                    return None, ""
+                    return None, {"why": "", "kind": ""}, state
                 if code == 0:  # e.g. the kernel called sys.exit(): that op is the one to blame
-                    return current, "the checking process exited (code 0) while checking this op" + during
-                return current, _death(code, stderr) + during
+                    why = {"why": "the checking process exited (code 0) while checking this op", "kind": "process-exit"}
+                else:
+                    why = _death(code, stderr)
+                return current, why, state
             current = state["current"]
             if current is not None and time.monotonic() - state["since"] > timeout:
                 _kill(child)
-                return current, (f"hang: still running after {timeout:.0f}s; the child was killed"
-                                 + _during(state["last_input"]))
+                return current, {"why": f"hang: still running after {timeout:.0f}s; the child was killed",
+                                 "kind": "hang"}, state
             time.sleep(0.2)
     except BaseException:
         _kill(child)
         raise
-
-
-def _during(last_input) -> str:
-    if not last_input:
-        return ""
-    check_name, described = last_input
-    return f" (during {check_name}, on input {described})"
 
 
 def _read_events(path, offset):
@@ -163,7 +222,7 @@ def _read_events(path, offset):
     return offset + len(complete), events
 
 
-def _death(code, stderr) -> str:
+def _death(code, stderr) -> dict:
     stderr.seek(0)
     tail = stderr.read().decode(errors="replace").strip().splitlines()[-3:]
     if code < 0:
@@ -171,10 +230,10 @@ def _death(code, stderr) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        why = f"crash: the process died of {name} while checking this op"
+        why, kind = f"crash: the process died of {name} while checking this op", "kernel-crash"
     else:
-        why = f"the checking process exited with code {code}"
-    return why + (": " + " | ".join(tail) if tail else "")
+        why, kind = f"the checking process exited with code {code}", "process-exit"
+    return {"why": why + (": " + " | ".join(tail) if tail else ""), "kind": kind}
 
 
 def _kill(child):
@@ -192,9 +251,47 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
     from opcheck.api import check
     from opcheck.checks.common import OpCheckUsageError
 
+    load_task(task, emit)
+    samples = _samples(task)
+    reports = []
+    for op in task.ops:
+        if on_start:
+            on_start(op)
+        if emit:
+            emit({"start": op})
+        try:
+            missing = _not_rebuilt(task, op)
+            if missing:
+                raise OpCheckUsageError(
+                    f"not checked: a fresh process could not rebuild {op} as the session had it (no {missing}); "
+                    "its registering module is not importable on its own. Check it in-process, without crash "
+                    "isolation: pytest --opcheck-in-process, or symfuzz opcheck --in-process --module MODULE")
+            op_samples = samples.get(op)
+            if not op_samples:
+                from opcheck.checks.common import resolve_op
+                from opcheck.schema_samples import sample_from_schema
+
+                op_samples = [sample_from_schema(resolve_op(op))]
+            report = check(op, op_samples, checks=task.checks, budget=task.budget, seed=task.seed, sweep=task.sweep,
+                           fixed=task.fixed.get(op), **(_announcers(op, emit) if emit else {}))
+        except OpCheckUsageError as exc:
+            report = Report(op=op, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - one op's checker failure must not lose the others
+            report = Report(op=op, error=f"the checker itself failed: {type(exc).__name__}: {exc}")
+        reports.append(report)
+        if emit:
+            emit({"report": report.to_json()})
+        if on_report:
+            on_report(report)
+    return reports
+
+
+def load_task(task: Task, emit=None) -> None:
+    """Import what registers the task's ops, as the session had them (opcheck.provenance)."""
     for entry in reversed(task.sys_path):
         if entry not in sys.path:
             sys.path.insert(0, entry)
+
     def load(kind, name):
         if kind == "library":
             import torch
@@ -212,36 +309,49 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
                 raise
             emit({"import_error": f"cannot load {kind} {name}: {type(exc).__name__}: {exc}"})
             raise SystemExit(3) from None
-    samples = _samples(task)
-    reports = []
-    for op in task.ops:
-        if on_start:
-            on_start(op)
-        if emit:
-            emit({"start": op})
+    for name in task.extra_modules:  # the rest of the packages: per-backend kernels live there
         try:
-            op_samples = samples.get(op)
-            if not op_samples:
-                from opcheck.checks.common import resolve_op
-                from opcheck.schema_samples import sample_from_schema
-
-                op_samples = [sample_from_schema(resolve_op(op))]
-            on_input = None
+            load("module", name)
+        except BaseException as exc:  # noqa: BLE001 - best effort: what matters is checked below
             if emit:
-                def on_input(check_name, case):
-                    emit({"input": [check_name, case.describe()]}, sync=False)
-            report = check(op, op_samples, checks=task.checks, budget=task.budget, seed=task.seed, sweep=task.sweep,
-                           on_input=on_input)
-        except OpCheckUsageError as exc:
-            report = Report(op=op, error=str(exc))
-        except Exception as exc:  # noqa: BLE001 - one op's checker failure must not lose the others
-            report = Report(op=op, error=f"the checker itself failed: {type(exc).__name__}: {exc}")
-        reports.append(report)
-        if emit:
-            emit({"report": report.to_json()})
-        if on_report:
-            on_report(report)
-    return reports
+                emit({"note": f"could not import {name}: {type(exc).__name__}: {exc}"})
+
+
+def _not_rebuilt(task: Task, op: str) -> str:
+    """What the session had registered for ``op`` that this process lacks ("" if nothing)."""
+    expected = task.registrations.get(op)
+    if not expected:
+        return ""
+    from opcheck.provenance import missing_registrations
+
+    return ", ".join(missing_registrations(expected, op.split(".")[0]))
+
+
+def _announcers(op, emit) -> dict:
+    """check()'s callbacks in the child: each input is written down before the
+    kernel sees it, so a crash can say which input did it, with a repro."""
+    from opcheck.checks.common import resolve_op
+    from opcheck.repro import crash_repro
+
+    resolved = resolve_op(op)
+    told = set()
+
+    def on_input(check_name, case):
+        if check_name not in told:
+            told.add(check_name)
+            emit({"check_started": check_name})
+        if id(case.template) not in told:
+            told.add(id(case.template))
+            contracts = case.template.contracts
+            emit({"op_info": {"contracts": contracts.describe(case.template) if contracts else []}})
+        emit({"input": {"check": check_name, "input": case.describe(), "case": case.to_json(),
+                        "variant": case.variant.to_json() if case.variant else None,
+                        "sample": case.template.index, "repro": crash_repro(resolved, case)}}, sync=False)
+
+    def progress(check_name, result):
+        emit({"check_done": check_name, "result": result.to_json()})
+
+    return {"on_input": on_input, "progress": progress}
 
 
 def _samples(task: Task) -> dict:

@@ -295,9 +295,10 @@ def test_namespace_typo_warns(pytester):
 
 def test_ops_that_cannot_be_checked_are_reported_not_a_crash(pytester):
     # once works once per checkout only (a marker file), so opcheck's rerun of the
-    # recorded sample raises: an op error. bare has no Python registration symfuzz
-    # can find a module for (Library.impl, no fake), so it is checked in-process.
-    # crash segfaults on odd widths: the isolated checker reports it and the session survives.
+    # recorded sample raises: an op error. bare is registered through a Library
+    # object (no fake): the dispatcher's record names odd_ops.py, so the child
+    # imports it. crash segfaults on odd widths: a kernel-crash failure with the
+    # input, confirmed in a probe process, and the session survives.
     pytester.makeini(RETROFIT_INI)
     pytester.makepyfile(odd_ops='''
         import os
@@ -354,8 +355,13 @@ def test_ops_that_cannot_be_checked_are_reported_not_a_crash(pytester):
     result.assert_outcomes(passed=3)
     text = result.text
     assert "pt_mini::once: ERROR not checked: the real kernel raised on sample 0" in text
-    assert "pt_mini::crash: ERROR not checked: crash: the process died of SIGSEGV" in text
-    assert "pt_mini::bare (1 sample(s), in-process):" in text
+    assert "FAILED pt_mini::crash schema [kernel-crash]" in text
+    crash = text[text.index("FAILED pt_mini::crash schema [kernel-crash]"):]
+    assert "crash: the process died of SIGSEGV" in crash
+    assert "the real kernel alone crashes the process on this input" in crash
+    width = int(crash.split("input: x0: float32[")[1].split("]")[0].split(",")[-1])
+    assert width % 2 == 1  # the input it names is one that crashes
+    assert "in-process" not in text
     assert "FAILED pt_mini::bare faketensor [no-fake-kernel]" in text
     assert "INTERNALERROR" not in text
 

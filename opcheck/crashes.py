@@ -1,0 +1,138 @@
+"""A kernel that killed the checking process: confirm it alone, and shrink its input.
+
+When the child dies of a signal while a check runs, the input it was given is
+known (``opcheck.runner`` writes each one down first), but not whether the
+real kernel or the check's machinery (a compiler, a fake mode) crashed. So a
+*probe* process loads the op the same way, calls only the real kernel on that
+input, then on simpler variants of it (``Sweep.simpler``), one at a time,
+writing down each before calling it. A probe that dies names the input that
+crashed; the next probe starts from there. A probe that gets through every
+candidate has reached a smallest crashing input. Each crash costs a process
+start, so the shrinking has a time limit.
+
+    python -m opcheck.crashes PROBE.json EVENTS.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+SHRINK_SECONDS = 60.0  # at most, per crashing op
+
+
+def shrink_crash(task, op: str, last: dict, *, seconds: float = SHRINK_SECONDS) -> dict:
+    """{"confirmed": bool | None, "input", "case", "repro", "shrunk", "probes"} for a crash on ``last``.
+
+    ``confirmed`` is None when nothing could be probed (the input was the
+    sample itself, or the probe could not load the op)."""
+    out = {"confirmed": None, "input": last["input"], "case": last.get("case"), "repro": last.get("repro", ""),
+           "shrunk": False, "probes": 0}
+    if not last.get("variant"):
+        return out
+    deadline = time.monotonic() + seconds
+    variant, confirm = last["variant"], True
+    with tempfile.TemporaryDirectory(prefix="symfuzz-crash-") as tmp:
+        while time.monotonic() < deadline:
+            out["probes"] += 1
+            tries, died = _probe(task, op, last, variant, confirm, tmp, deadline)
+            if not tries:  # it could not load the op, or ran out of time before a try
+                return out
+            if not died:
+                if confirm:  # the kernel alone survived the input the check crashed on
+                    out["confirmed"] = False
+                return out  # else: every simpler candidate survives; this is the smallest
+            crashed = tries[-1]
+            if confirm and len(tries) == 1:
+                out["confirmed"] = True
+            else:
+                out["confirmed"] = True
+                out.update(input=crashed["input"], case=crashed["case"], repro=crashed["repro"], shrunk=True)
+                variant = crashed["variant"]
+            confirm = False
+    return out
+
+
+def _probe(task, op, last, variant, confirm, tmp, deadline):
+    """Run one probe process; returns (the inputs it tried, did it die of a signal)."""
+    n = len(os.listdir(tmp))
+    probe_path, events_path = os.path.join(tmp, f"probe{n}.json"), os.path.join(tmp, f"events{n}.jsonl")
+    with open(probe_path, "w") as f:
+        json.dump({"task": task.__dict__, "op": op, "sample": last.get("sample", 0), "variant": variant,
+                   "confirm": confirm}, f)
+    open(events_path, "w").close()
+    child = subprocess.Popen([sys.executable, "-m", "opcheck.crashes", probe_path, events_path],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        code = child.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _kill(child)
+        code = 0  # out of time: whatever it tried last did not crash (yet)
+    with open(events_path) as f:
+        events = [json.loads(line) for line in f if line.strip()]
+    tries = [e["try"] for e in events if "try" in e]
+    return tries, code is not None and code < 0
+
+
+def _kill(child):
+    import signal
+
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    child.wait()
+
+
+# --------------------------------------------------------------- the probe
+
+
+def _probe_main(probe_path: str, events_path: str) -> int:
+    from opcheck.api import _normalize_samples
+    from opcheck.checks.common import make_template, resolve_op, run_real
+    from opcheck.contracts import assign
+    from opcheck.repro import crash_repro
+    from opcheck.runner import Task, _samples, load_task
+    from opcheck.variants import Sweep, Variant
+
+    with open(probe_path) as f:
+        probe = json.load(f)
+    task = Task(**probe["task"])
+
+    def emit(event):
+        with open(events_path, "a") as f:
+            f.write(json.dumps(event) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    try:
+        load_task(task)
+        op = resolve_op(probe["op"])
+        samples = _normalize_samples(_samples(task).get(probe["op"], []))
+    except Exception:  # noqa: BLE001 - nothing to probe with; the parent keeps the unshrunk input
+        return 3
+    if not samples:
+        return 3
+    # The same templates and contracts the check had, so the sweep builds the same inputs.
+    templates = [make_template(op, args, kwargs) for args, kwargs in samples]
+    for n, template in enumerate(templates):
+        template.index = n
+    assign(templates, task.fixed.get(probe["op"]), schema=op._schema)
+    template = templates[min(probe["sample"], len(templates) - 1)]
+    sweep = Sweep(template, seed=task.seed)
+    start = Variant.from_json(probe["variant"])
+    candidates = ([start] if probe["confirm"] else []) + list(sweep.simpler(start))
+    for variant in candidates:
+        case = sweep.case(variant)
+        emit({"try": {"input": case.describe(), "case": case.to_json(), "variant": variant.to_json(),
+                      "repro": crash_repro(op, case)}})
+        run_real(op, case)  # returns, or refuses the input, unless the kernel crashes the process
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_probe_main(sys.argv[1], sys.argv[2]))
