@@ -1,12 +1,14 @@
 """A warm worker process: generates, runs and judges cases on one lane.
 
 Protocol: one JSON object per line. The campaign writes ``{"index": i}``
-on stdin; the worker answers on its protocol stream (the original stdout;
-anything torch prints goes to stderr instead):
+(or ``{"canary": true}``, see ``fuzz.canary``) on stdin; the worker answers
+on its protocol stream (the original stdout; anything torch prints goes to
+stderr instead):
 
     {"event": "ready", ...}
     {"event": "started", "index": i, "case": {...}}   before anything can crash
     {"event": "result", "index": i, ...}
+    {"event": "canary", ...}                          a result, or {"internal_error": ...}
 
 Because "started" carries the whole case, a segfault, hang or OOM while the
 case runs loses nothing: the campaign records the case as a finding.
@@ -73,7 +75,63 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         "planned_reused": sum(1 for c in calls if c.expect_reuse and c.graphs == 0),
         "rejected": sum(1 for c in calls if "error" in c.compiled and "error" not in c.eager
                         and standalone.rejection(c.compiled["error"], run.context) == "rejected"),
+        "first_errors": _first_errors(calls),
     }
+
+
+def _first_errors(calls) -> dict:
+    """The first error of each side ("eager"; "compiled" where eager succeeded),
+    as ``Type: message`` lines, for reports that need a cause (the canary)."""
+    found = {}
+    for c in calls:
+        for side, error in (("eager", c.eager.get("error")),
+                            ("compiled", c.compiled.get("error") if "error" not in c.eager else None)):
+            if error and side not in found:
+                message = (error.get("message") or "").strip().splitlines()
+                found[side] = f"{error.get('type', '?')}: {message[0] if message else ''}"[:500]
+    return found
+
+
+def run_canary(lane) -> dict:
+    """The canary case (``fuzz.canary``) through ``run_case``, as generated cases
+    go, without guard-directed calls: the canary is a fixed schedule, so it does
+    not depend on which guards this torch installs. Returns the "canary" event."""
+    from .canary import canary_case
+
+    t0 = time.perf_counter()
+    try:
+        result = run_case(canary_case(), lane, plan=False)
+    except Exception:  # noqa: BLE001 - the campaign reports it and stops
+        result = {"internal_error": traceback.format_exc()}
+    result.pop("case", None)
+    return {**result, "event": "canary", "total_seconds": time.perf_counter() - t0}
+
+
+def run_generated(index: int, seed: int, config, lane, send) -> None:
+    """Generate case ``index``, run it, and send its "started" and "result" events."""
+    from .drawing import generate
+
+    t0 = time.perf_counter()
+    try:
+        case = generate(seed, index, config)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
+        send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
+        return
+    generate_seconds = time.perf_counter() - t0
+    send({"event": "started", "index": index, "case": case.to_json()})
+    try:
+        result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}),
+                          on_plan=lambda c: send({"event": "planned", "index": index, "case": c.to_json()}),
+                          plan=config.guard_planning)
+    except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
+        send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
+        return
+    result["seconds"]["generate"] = generate_seconds
+    result["ops"] = case.program.ops()
+    result.update(event="result", index=index, total_seconds=time.perf_counter() - t0)
+    send(result)
 
 
 def main(argv=None) -> int:
@@ -97,7 +155,6 @@ def main(argv=None) -> int:
     prepare_process(lane)
     import torch
 
-    from .drawing import generate
     from .generate import GenConfig
 
     config = GenConfig(**json.loads(args.gen_config))
@@ -107,28 +164,10 @@ def main(argv=None) -> int:
         if not line.strip():
             continue
         request = json.loads(line)
-        index = request["index"]
-        t0 = time.perf_counter()
-        try:
-            case = generate(args.seed, index, config)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
-            send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
-            continue
-        generate_seconds = time.perf_counter() - t0
-        send({"event": "started", "index": index, "case": case.to_json()})
-        try:
-            result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}),
-                              on_plan=lambda c: send({"event": "planned", "index": index, "case": c.to_json()}),
-                              plan=config.guard_planning)
-        except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
-            send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
-            continue
-        result["seconds"]["generate"] = generate_seconds
-        result["ops"] = case.program.ops()
-        result.update(event="result", index=index, total_seconds=time.perf_counter() - t0)
-        send(result)
+        if request.get("canary"):
+            send(run_canary(lane))
+        else:
+            run_generated(request["index"], args.seed, config, lane, send)
     return 0
 
 
