@@ -6,6 +6,12 @@ whatever the timing. A worker that segfaults, hangs past the case timeout,
 or grows past the memory limit is killed, its in-flight case becomes a
 finding, and a fresh worker takes its place.
 
+Before any generated case, a worker runs the canary (``fuzz.canary``); if
+it fails, or a worker cannot start, the campaign stops with a CampaignError
+(symfuzz or the environment is broken: exit 3). During the run, internal
+errors are grouped by cause, and the campaign stops early when bad programs
+dominate (``fuzz.health``).
+
 Every candidate failure is confirmed by running its repro.py in a fresh
 process before it is reported. Output folder:
 
@@ -14,6 +20,9 @@ process before it is reported. Output folder:
     OUT/flaky/<sig>/          failed in the worker, passed in a fresh process
     OUT/candidates.jsonl      every candidate, as soon as it is seen
     OUT/unconfirmed/<sig>/    the budget ran out before confirmation
+    OUT/internal_errors.json  internal errors by cause: count, first case, one traceback
+    OUT/internal_errors.jsonl every internal error, as soon as it is seen
+    OUT/canary.log            what the canary run said (its traceback, if it failed)
     OUT/workers/*.log         worker stderr
 """
 
@@ -38,6 +47,8 @@ from corpus.replay import ScriptRunner, replay_finding, resident_mb
 from corpus.store import FindingStore
 from oracles.lanes import Lane
 
+from .canary import canary_failure
+from .health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
 from .progress import Progress
 
 
@@ -45,7 +56,7 @@ from .progress import Progress
 class CampaignConfig:
     out: Path
     lane: Lane
-    budget: float = 120.0  # seconds of fuzzing (confirmation may run a little past it)
+    budget: float = 120.0  # seconds of fuzzing, from when the canary passes (confirmation may run past it)
     seed: int = 0
     jobs: int = 2
     case_timeout: float = 180.0  # one case, compile included (a first compile takes ~20 s)
@@ -63,7 +74,9 @@ class CampaignConfig:
 
 
 class CampaignError(Exception):
-    """The campaign cannot go on (e.g. workers cannot start); the message says why."""
+    """symfuzz or its environment is broken, so the campaign cannot test anything
+    (workers cannot start, the canary fails): one line that says why and where
+    the details are."""
 
 
 class Stats:
@@ -175,6 +188,7 @@ class Worker:
         self.judged: list = []  # failing verdicts of the case in flight, before triage
         self.since = 0.0
         self.ready = False
+        self.canary = False  # the canary is in flight
         self.killed_for: Optional[str] = None
         log_dir = config.out / "workers"
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -212,6 +226,24 @@ class Worker:
             self.index = None  # its end-of-stream event will replace it
             self.ready = False
             return False
+
+    def start_canary(self) -> bool:
+        """Hand over the canary; False if the worker is already gone."""
+        self.canary, self.since = True, time.monotonic()
+        try:
+            self.proc.stdin.write(json.dumps({"canary": True}) + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError):
+            return False  # its end-of-stream event says why
+
+    @property
+    def busy(self) -> bool:
+        return self.index is not None or self.canary
+
+    @property
+    def log_path(self) -> Path:
+        return self.config.out / "workers" / f"worker-{self.slot}.log"
 
     def rss_mb(self) -> float:
         return resident_mb(self.proc.pid)
@@ -265,6 +297,10 @@ class Campaign:
         self.progress = Progress(config.budget, enabled=not config.quiet)
         self.summary = Counter()
         self.minified: dict = {}  # signature -> what minifying it gave
+        self.canary: Optional[dict] = None  # the canary's outcome, once run (stats.json)
+        self.internal = InternalErrors()
+        self.health = ProgramHealth()
+        self.stop_reason: Optional[str] = None  # why the campaign stopped early
 
     # ------------------------------------------------------------ candidates
 
@@ -366,9 +402,14 @@ class Campaign:
     # ------------------------------------------------------------ main loop
 
     def run(self) -> dict:
+        """Run the campaign; returns stats.json's content.
+
+        Raises CampaignError when nothing can be tested (the canary fails, or
+        workers cannot start); stats.json and canary.log are written first.
+        """
         cfg = self.config
         start = time.monotonic()
-        deadline = start + cfg.budget
+        self.fuzz_start: Optional[float] = None  # set when the canary passes: the budget starts then
         confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
         confirmer.start()
         workers = [Worker(slot, cfg, self.events) for slot in range(cfg.jobs)]
@@ -376,15 +417,22 @@ class Campaign:
         try:
             while True:
                 now = time.monotonic()
+                if self.canary is None and not any(w.canary for w in workers):
+                    self._start_canary(workers)
+                    if not any(w.ready for w in workers) and now - start > cfg.case_timeout:
+                        raise CampaignError(self._never_ready_message(workers))
+                fuzzing = self.fuzz_start is not None
                 accepting = (
-                    now < deadline
+                    fuzzing
+                    and now < self.fuzz_start + cfg.budget
+                    and self.stop_reason is None
                     and (cfg.max_cases is None or self.next_index < cfg.max_cases)
                     and (cfg.max_findings is None or len(self.confirmed) < cfg.max_findings)
                 )
                 for w in workers:
-                    if w.ready and w.index is None and accepting and w.assign(self.next_index):
+                    if w.ready and not w.busy and accepting and w.assign(self.next_index):
                         self.next_index += 1
-                if not accepting and all(w.index is None or not w.ready for w in workers):
+                if fuzzing and not accepting and all(w.index is None or not w.ready for w in workers):
                     break
                 self._watchdog(workers, now)
                 try:
@@ -396,7 +444,7 @@ class Campaign:
                 if now - last_stats > 5:
                     self.write_stats(now - start)
                     last_stats = now
-                self.progress.update(now - start, self.stats.counts, self.summary)
+                self.progress.update(now - self.fuzz_start if fuzzing else 0.0, self.stats.counts, self.summary)
             for w in workers:
                 w.close()
             workers = []
@@ -416,6 +464,81 @@ class Campaign:
             self.progress.finish()
             stats = self.write_stats(time.monotonic() - start)
         return stats
+
+    # ------------------------------------------------------------ the canary
+
+    def _start_canary(self, workers) -> None:
+        """Send the canary to the first ready worker (no case goes out until it passes)."""
+        for w in workers:
+            if w.ready and w.start_canary():
+                self.progress.note(f"running the canary program on lane {self.config.lane.name} ...")
+                return
+
+    def _canary_done(self, worker: Worker, msg: dict) -> None:
+        """Record the canary's outcome; raise CampaignError if it failed."""
+        worker.canary = False
+        failure = canary_failure(msg)
+        detail = msg.get("internal_error") or json.dumps(
+            {k: msg.get(k) for k in ("valid", "compiled", "calls", "checked", "graphs", "verdicts", "first_errors")}, indent=1)
+        self._record_canary(failure, round(msg.get("total_seconds", 0.0), 2), detail)
+        if failure:
+            raise CampaignError(self._canary_message(failure))
+        self.fuzz_start = time.monotonic()
+        self.progress.note(f"canary passed in {self.canary['seconds']:.0f}s; fuzzing for {self.config.budget:.0f}s")
+
+    def _canary_died(self, worker: Worker, returncode: Optional[int]) -> None:
+        """The worker ended while running the canary: raise CampaignError with the cause."""
+        worker.canary = False
+        if worker.killed_for == "timeout":
+            failure = f"the canary did not finish within the case timeout ({self.config.case_timeout:.0f}s)"
+        elif worker.killed_for == "out-of-memory":
+            failure = f"the canary grew past the memory limit ({self.config.memory_limit_mb} MB)"
+        else:
+            cause = signal.Signals(-returncode).name if returncode and returncode < 0 else f"exit {returncode}"
+            line = exception_line(_tail(worker.log_path, 4000))
+            failure = f"the worker died running the canary ({cause})" + (f": {line}" if line else "")
+        self._record_canary(failure, round(time.monotonic() - worker.since, 2),
+                            f"worker log tail ({worker.log_path}):\n{_tail(worker.log_path, 4000)}")
+        raise CampaignError(self._canary_message(failure))
+
+    def _record_canary(self, failure: Optional[str], seconds: float, detail: str) -> None:
+        self.canary = {"ok": failure is None, "cause": failure, "seconds": seconds, "log": str(self.out / "canary.log")}
+        (self.out / "canary.log").write_text(f"canary on lane {self.config.lane.name}: "
+                                             f"{'passed' if failure is None else 'FAILED: ' + failure}\n\n{detail}\n")
+
+    def _canary_message(self, failure: str) -> str:
+        return (f"the canary program failed on lane {self.config.lane.name}, before any fuzzing: {failure} "
+                f"(details: {self.out / 'canary.log'}). symfuzz or its environment is broken (not torch's "
+                f"compiler under test): a broken install, a bad plugin or sitecustomize; fix that and run again")
+
+    # ------------------------------------------------------------ health
+
+    def _record_internal_error(self, index: Optional[int], text: str) -> None:
+        append_line(self.out / "internal_errors.jsonl", {"index": index, "seed": self.config.seed, "traceback": text})
+        self.internal.add(index, text)
+
+    def _record_health(self, bad: bool) -> None:
+        """Count one finished program; stop taking cases once bad ones dominate."""
+        self.health.record(bad)
+        problem = self.health.problem()
+        if problem and self.stop_reason is None:
+            self.stop_reason = problem
+            causes = "; ".join(f"{g['count']}x {g['cause']}" for g in self.internal.by_count()[:3]) or "none"
+            self.progress.note(f"stopping early: {problem} (internal errors by cause: {causes})")
+
+    def problems(self) -> list[str]:
+        """Why this run cannot be trusted to have tested what it claims (empty: it can)."""
+        out = []
+        if self.canary is not None and not self.canary["ok"]:
+            out.append(f"the canary failed: {self.canary['cause']}")
+        if self.stop_reason:
+            out.append(f"stopped early: {self.stop_reason}")
+        generated = self.stats.counts["programs_generated"]
+        if too_many_internal_errors(self.internal.total, generated):
+            total, causes = self.internal.total, len(self.internal.groups)
+            out.append(f"{total} internal error{'s' * (total != 1)} in {generated} programs "
+                       f"({causes} distinct cause{'s' * (causes != 1)})")
+        return out
 
     def _minify_findings(self, start: float) -> None:
         """Shrink each confirmed finding (after fuzzing: minifying needs the CPU the workers had)."""
@@ -458,7 +581,7 @@ class Campaign:
 
     def _watchdog(self, workers, now):
         for w in workers:
-            if w.index is None or w.killed_for:
+            if not w.busy or w.killed_for:
                 continue
             if now - w.since > self.config.case_timeout:
                 w.kill("timeout")
@@ -471,6 +594,8 @@ class Campaign:
         event = msg["event"]
         if event == "ready":
             worker.ready = True
+        elif event == "canary":
+            self._canary_done(worker, msg)
         elif event in ("started", "planned"):
             worker.case = msg["case"]  # "planned": guard-directed calls were appended
         elif event == "judged":
@@ -480,7 +605,8 @@ class Campaign:
                 worker.case = msg["case"]
             self.stats.add_result(msg)
             if "internal_error" in msg:
-                append_line(self.out / "internal_errors.jsonl", {"index": msg["index"], "traceback": msg["internal_error"]})
+                self._record_internal_error(msg["index"], msg["internal_error"])
+            self._record_health("internal_error" in msg or not msg["valid"])
             for verdict in msg.get("verdicts", [])[:1]:
                 self.candidate(Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
                                        triage=msg.get("triage", {})))
@@ -490,6 +616,8 @@ class Campaign:
 
     def _worker_ended(self, worker: Worker, workers, accepting):
         code = worker.proc.wait()
+        if worker.canary:
+            self._canary_died(worker, code)
         if worker.index is not None:
             self.stats.counts["programs_generated"] += 1
             self.stats.counts["worker_deaths"] += 1
@@ -497,22 +625,39 @@ class Campaign:
             if finding is not None:
                 self.candidate(finding)
             else:  # it died while generating: not a compiler finding, but never silent
-                append_line(self.out / "internal_errors.jsonl", {
-                    "index": worker.index, "seed": self.config.seed,
-                    "traceback": f"worker died while generating the case (exit {code}, {worker.killed_for or 'no kill'})",
-                })
+                self._record_internal_error(
+                    worker.index, f"worker died while generating the case (exit {code}, {worker.killed_for or 'no kill'})")
                 self.stats.counts["internal_errors"] += 1
+                self._record_health(True)
         elif not worker.ready:
-            self.respawns += 1
-            log = self.out / "workers" / f"worker-{worker.slot}.log"
-            if self.respawns > self.MAX_RESPAWNS or not any(w.ready for w in workers if w is not worker):
-                if self.stats.counts["programs_generated"] == 0:
-                    raise CampaignError(f"a worker exited before it was ready (code {code}); see {log}:\n{_tail(log, 1500)}")
+            self._worker_never_ready(worker, code, workers)
         worker.close()
         workers = [w for w in workers if w is not worker]
-        if accepting and self.respawns <= self.MAX_RESPAWNS:
+        if (accepting or self.fuzz_start is None) and self.respawns <= self.MAX_RESPAWNS:
             workers.append(Worker(worker.slot, self.config, self.events))
         return workers
+
+    def _worker_never_ready(self, worker: Worker, code: int, workers) -> None:
+        """A worker exited before it was ready. Another one is started, unless
+        this keeps happening: before the canary passes with no worker ready,
+        nothing can be tested (CampaignError); later, the campaign stops early."""
+        self.respawns += 1
+        alone = not any(w.ready for w in workers if w is not worker)
+        if self.respawns <= self.MAX_RESPAWNS and not (alone and self.fuzz_start is None):
+            return
+        line = exception_line(_tail(worker.log_path, 4000)) or "(its log says nothing)"
+        message = f"a worker exited before it was ready (exit {code}): {line} (full log: {worker.log_path})"
+        if self.fuzz_start is None:
+            raise CampaignError(f"{message}. symfuzz or its environment is broken (a broken install, a bad plugin "
+                                f"or sitecustomize, too little memory); fix that and run again")
+        if self.stop_reason is None:
+            self.stop_reason = f"{self.respawns} workers exited before they were ready; the last said: {message}"
+            self.progress.note(f"stopping early: {self.stop_reason}")
+
+    def _never_ready_message(self, workers) -> str:
+        logs = ", ".join(str(w.log_path) for w in workers)
+        return (f"no worker became ready within {self.config.case_timeout:.0f}s (importing torch and symfuzz hangs?); "
+                f"see the worker logs: {logs}")
 
     def _shelve_unconfirmed(self) -> None:
         """Keep every candidate that never got a fresh-process verdict."""
@@ -547,6 +692,14 @@ class Campaign:
             "minified": self.minified,
         }
         data = self.stats.to_json(wall, extra)
+        data["canary"] = self.canary
+        data["health"] = {
+            "problems": self.problems(),
+            "stopped_early": self.stop_reason,
+            "internal_error_causes": self.internal.summary(),
+        }
+        if self.internal.groups:
+            write_json(self.out / "internal_errors.json", {"total": self.internal.total, "causes": self.internal.by_count()})
         write_json(self.out / "stats.json", data)
         return data
 

@@ -7,7 +7,20 @@ import re
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+FUZZ_EXIT_CODES = """\
+exit codes:
+  0    nothing was wrong: the canary passed and the programs ran, with no finding
+  1    findings: torch is wrong (confirmed in a fresh process, or reported with --no-confirm);
+       this wins over 3, and the internal-error line is still printed
+  2    usage mistake (bad option, lane not available here)
+  3    symfuzz or the environment is wrong, so the run tested nothing or too little:
+       the canary program failed, workers could not start, internal errors or invalid
+       programs dominated and the run stopped early, or internal errors exceeded 1%
+       of the programs (causes: OUT/internal_errors.json, OUT/canary.log)
+  130  interrupted (everything found so far is kept)
+"""
 
 
 class UsageError(Exception):
@@ -37,8 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="symfuzz", description="Fuzz PyTorch's dynamic-shape compiler.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    fuzz = sub.add_parser("fuzz", help="run a time-boxed fuzz campaign")
-    fuzz.add_argument("--budget", type=duration, default=120.0, help="how long to fuzz, e.g. 120s, 10m (default 120s)")
+    fuzz = sub.add_parser("fuzz", help="run a time-boxed fuzz campaign", epilog=FUZZ_EXIT_CODES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    fuzz.add_argument("--budget", type=duration, default=120.0,
+                      help="how long to fuzz, e.g. 120s, 10m (default 120s); starts once the canary program passes")
     fuzz.add_argument("--seed", type=int, default=0, help="campaign seed; with the torch version it fixes the programs")
     fuzz.add_argument("--lane", default="inductor-cpp", help="compile lane (see `symfuzz lanes`)")
     fuzz.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
@@ -110,7 +125,7 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def cmd_opcheck(args) -> int:
@@ -201,12 +216,33 @@ def cmd_fuzz(args) -> int:
         stats = Campaign(config).run()
     except CampaignError as exc:
         print(f"symfuzz fuzz: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_ENVIRONMENT
     print_summary(stats, args.out)
+    code = fuzz_exit_code(stats)
+    problems = stats["health"]["problems"]
+    if problems and code != EXIT_INTERRUPTED:
+        verdict = ("findings were confirmed, so the exit code is 1" if code == EXIT_FINDINGS else
+                   "symfuzz or its environment is wrong, not torch; the run tested less than it claims")
+        print(f"symfuzz fuzz: {'; '.join(problems)} ({verdict}; causes and tracebacks: "
+              f"{args.out / 'internal_errors.json'})", file=sys.stderr)
+    return code
+
+
+def fuzz_exit_code(stats: dict) -> int:
+    """The documented exit code (FUZZ_EXIT_CODES) for a campaign's stats.
+
+    A confirmed finding wins over an unhealthy run: a fresh process, outside
+    the workers, showed torch wrong, and that is the news a person must act
+    on; the health problem is still printed beside it.
+    """
     found = stats["findings"]
     if found["interrupted"]:
-        return 130
-    return EXIT_FINDINGS if found["confirmed"] or found["reported_unconfirmed"] else EXIT_OK
+        return EXIT_INTERRUPTED
+    if found["confirmed"] or found["reported_unconfirmed"]:
+        return EXIT_FINDINGS
+    if stats["health"]["problems"]:
+        return EXIT_ENVIRONMENT
+    return EXIT_OK
 
 
 def print_summary(stats: dict, out: Path) -> None:
@@ -229,9 +265,23 @@ def print_summary(stats: dict, out: Path) -> None:
                   f"python {minified['repro']}")
         elif minified:
             print(f"    not minified: {minified['error'].splitlines()[0]}")
-    if p.get("internal_errors"):
-        print(f"symfuzz internal errors: {p['internal_errors']} (see {out / 'internal_errors.jsonl'}); please report them")
+    print_internal_errors(stats, out)
     print(f"stats      {out / 'stats.json'}")
+
+
+def print_internal_errors(stats: dict, out: Path, shown: int = 5) -> None:
+    """Every internal error is listed: by cause, most frequent first."""
+    causes = stats["health"]["internal_error_causes"]
+    if not causes:
+        return
+    total = stats["programs"]["internal_errors"]
+    print(f"internal   {total} symfuzz internal error(s) in {stats['programs']['generated']} programs, "
+          f"{len(causes)} distinct cause(s): symfuzz bugs or a broken environment, not torch findings; "
+          f"one traceback per cause in {out / 'internal_errors.json'}")
+    for group in causes[:shown]:
+        print(f"  {group['count']}x {group['first_line']}  (first at case {group['first_index']})")
+    if len(causes) > shown:
+        print(f"  ... and {len(causes) - shown} more cause(s)")
 
 
 def cmd_replay(args) -> int:

@@ -30,6 +30,8 @@ class Progress:
             f"  recompiles {counts['recompiles']}  candidates {counts['candidates'] + counts['worker_deaths']}"
             f"  findings {summary['findings']}"
         )
+        if counts["internal_errors"]:  # symfuzz's own trouble shows while it happens, not only at the end
+            line += f"  internal errors {counts['internal_errors']}"
         if self.tty:
             self.stream.write("\r" + line.ljust(self.width))
             self.width = len(line)

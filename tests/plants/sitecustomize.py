@@ -2,8 +2,8 @@
 
 When SYMFUZZ_PLANT names a plant, this file (on PYTHONPATH, so Python runs
 it at start-up in every process: campaign workers and fresh-process repro
-runs alike) breaks torch in one specific, realistic way. Without the
-variable it does nothing.
+runs alike) breaks torch in one specific, realistic way (or, for the
+generator-fault plants, symfuzz itself). Without the variable it does nothing.
 """
 
 import os
@@ -190,6 +190,38 @@ def plant_symbolic_lowering_crash():
     lowering.lowerings[aten.relu.default] = relu_lowering
 
 
+def _fail_generating(should_fail):
+    """A symfuzz bug, not a torch one: in campaign workers, the case generator
+    raises for the case indices ``should_fail`` picks. The canary is a fixed
+    case, not generated, so it passes; the campaign must count these as
+    internal errors, group them by cause, and not end green."""
+    import sys
+
+    if "fuzz.worker" not in sys.orig_argv:
+        return
+    import fuzz.drawing
+
+    original = fuzz.drawing.generate
+
+    def generate(seed, index, config):
+        if should_fail(index):
+            # The index in the message: one cause however many cases hit it.
+            raise RuntimeError(f"planted generator fault at case {index}")
+        return original(seed, index, config)
+
+    fuzz.drawing.generate = generate
+
+
+def plant_generator_fault_most():
+    """The generator fails for 9 of every 10 cases."""
+    _fail_generating(lambda index: index % 10 != 0)
+
+
+def plant_generator_fault_some():
+    """The generator fails for 1 of every 10 cases (index 3, 13, ...)."""
+    _fail_generating(lambda index: index % 10 == 3)
+
+
 PLANTS = {
     "dropped-comparison-guard": plant_dropped_comparison_guard,
     "unguarded-zero-one": plant_unguarded_zero_one,
@@ -199,6 +231,8 @@ PLANTS = {
     "hang-sin": plant_hang_on_sin,
     "oom-sigmoid": plant_memory_hog_on_sigmoid,
     "symbolic-lowering-crash": plant_symbolic_lowering_crash,
+    "generator-fault-most": plant_generator_fault_most,
+    "generator-fault-some": plant_generator_fault_some,
 }
 
 if PLANT:
