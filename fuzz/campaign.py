@@ -301,6 +301,7 @@ class Campaign:
         self.internal = InternalErrors()
         self.health = ProgramHealth()
         self.stop_reason: Optional[str] = None  # why the campaign stopped early
+        self.fuzz_start: Optional[float] = None  # when the canary passed: the budget starts then
 
     # ------------------------------------------------------------ candidates
 
@@ -409,7 +410,7 @@ class Campaign:
         """
         cfg = self.config
         start = time.monotonic()
-        self.fuzz_start: Optional[float] = None  # set when the canary passes: the budget starts then
+        self.fuzz_start = None
         confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
         confirmer.start()
         workers = [Worker(slot, cfg, self.events) for slot in range(cfg.jobs)]
