@@ -96,7 +96,7 @@ def _probe_main(probe_path: str, events_path: str) -> int:
     from opcheck.checks.common import make_template, resolve_op, run_real
     from opcheck.contracts import assign
     from opcheck.repro import crash_repro
-    from opcheck.runner import Task, _samples, load_task
+    from opcheck.runner import Task, _samples, load_task, schema_samples
     from opcheck.variants import Sweep, Variant
 
     with open(probe_path) as f:
@@ -112,10 +112,8 @@ def _probe_main(probe_path: str, events_path: str) -> int:
     try:
         load_task(task)
         op = resolve_op(probe["op"])
-        samples = _normalize_samples(_samples(task).get(probe["op"], []))
+        samples = _normalize_samples(_samples(task).get(probe["op"]) or schema_samples(probe["op"]))
     except Exception:  # noqa: BLE001 - nothing to probe with; the parent keeps the unshrunk input
-        return 3
-    if not samples:
         return 3
     # The same templates and contracts the check had, so the sweep builds the same inputs.
     templates = [make_template(op, args, kwargs) for args, kwargs in samples]

@@ -285,6 +285,7 @@ class OpcheckSession:
         self.suite_started = time.monotonic()
         self.suite_seconds = 0.0  # the tests themselves
         self.check_seconds = 0.0  # stage 2: checking the ops
+        self.internal_error = ""  # symfuzz itself failed at session end (not a finding, not green)
 
     # ---------------------------------------------------------- stage 1: capture
 
@@ -304,7 +305,11 @@ class OpcheckSession:
                 return (yield)
         finally:
             # Dedupe as we go, so that a suite calling an op in a loop doesn't hold every input.
-            self.calls[:] = dedupe(self.calls)
+            try:
+                self.calls[:] = dedupe(self.calls)
+            except Exception as exc:  # noqa: BLE001 - never an error in the user's test
+                self.notes.append(f"{item.nodeid}: recorded calls could not be compared ({type(exc).__name__}: "
+                                  f"{exc}); kept as they are")
 
     # ---------------------------------------------------------- session end
 
@@ -331,6 +336,7 @@ class OpcheckSession:
         self.notes.extend(f"{name}: {n}" for n in data["notes"])
         self.checks_run |= data["checks_run"]
         self.check_seconds += data.get("check_seconds", 0.0)
+        self.internal_error = self.internal_error or data.get("internal_error", "")
         if data["calls_part"]:
             self.parts.append(Path(data["calls_part"]))
 
@@ -344,23 +350,34 @@ class OpcheckSession:
         self.suite_seconds = time.monotonic() - self.suite_started
         stopped = exitstatus in _INTERRUPTED or session.shouldstop or session.shouldfail
         controller = self.worker_id is None and self.config.pluginmanager.has_plugin("dsession")
-        if controller:
-            self._merge_calls_files()
-        else:
-            self._write_calls()
-            if not self.settings.record_only:
-                if stopped:
-                    self.notes.append("checks not run: the session stopped early; the calls file is written")
-                else:
-                    started = time.monotonic()
-                    self._check_ops()
-                    self.check_seconds = time.monotonic() - started
+        try:
+            if controller:
+                self._merge_calls_files()
+            else:
+                self._write_calls()
+                if not self.settings.record_only:
+                    if stopped:
+                        self.notes.append("checks not run: the session stopped early; the calls file is written")
+                    else:
+                        started = time.monotonic()
+                        self._check_ops()
+                        self.check_seconds = time.monotonic() - started
+        except Exception as exc:  # noqa: BLE001 - a symfuzz bug must not turn into a pytest INTERNALERROR
+            import traceback
+
+            self.internal_error = (f"symfuzz opcheck failed internally ({type(exc).__name__}: {exc}); "
+                                   "this is a symfuzz bug, please report it with this traceback:\n"
+                                   + traceback.format_exc())
+            self.notes.append(self.internal_error)
         if self.worker_id is not None:
             self.config.workeroutput[WORKEROUTPUT_KEY] = json.dumps({
                 "reports": [r.to_json() for r in self.reports], "notes": self.notes, "checks_run": self.checks_run,
                 "calls_part": str(self.calls_path) if self.ncalls else "", "check_seconds": self.check_seconds,
+                "internal_error": self.internal_error,
             })
             return
+        if self.internal_error and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # symfuzz failed: not green, and the note says why
         if self.settings.record_only or not self.checks_run:
             return
         self._judge(session)

@@ -4,10 +4,15 @@ A custom op's kernel can segfault, hang or exhaust memory, and the checks
 call it thousands of times on shapes its author never tried. ``run_ops``
 therefore checks ops in a fresh child process (``python -m opcheck.runner
 TASK.json``) that appends one JSON line per event to a results file:
-``{"start": op}`` before an op and ``{"report": {...}}`` after it. When the
-child dies or overruns an op's time limit, the op it had started gets a
-Report saying so (that is a finding too), and a new child carries on with the
-rest. Nothing already checked is lost.
+``{"start": op}`` before an op, ``{"input": ...}`` before each input a check
+judges, ``{"check_done": ...}`` after each check and ``{"report": {...}}``
+after the op. The child first imports what registers the ops
+(``opcheck.provenance``) and checks that it rebuilt them as the session had
+them. When the child dies, overruns an op's time limit or its memory limit,
+the check it was in fails with the input it was given (``kernel-crash``,
+``hang``, ``out-of-memory``; a crash is confirmed and shrunk by
+``opcheck.crashes``), the checks it finished keep their results, and a new
+child carries on with the rest. Nothing already checked is lost.
 
 ``run_ops(..., isolate=False)`` runs in this process (for tests and for
 callers that are themselves disposable).
@@ -49,6 +54,7 @@ class Task:
     seed: int = 0
     sweep: bool = True
     timeout: float | None = None  # seconds one op may take before it counts as hung (default: op_timeout)
+    memory_limit_mb: int = 8192  # resident; a child past it is killed and its op reported as out-of-memory
 
 
 def op_timeout(task: Task) -> float:
@@ -76,7 +82,8 @@ def run_ops(task: Task, *, isolate: bool = True, on_report=None, on_start=None) 
             with open(task_path, "w") as f:
                 json.dump({**task.__dict__, "ops": remaining}, f)
             open(out_path, "w").close()
-            started, status, state = _run_child(task_path, out_path, op_timeout(task), reports, on_start, on_report)
+            started, status, state = _run_child(task_path, out_path, op_timeout(task), reports, on_start, on_report,
+                                                task.memory_limit_mb)
             remaining = [op for op in remaining if op not in reports]
             if started is not None and started not in reports:
                 report = died_report(task, started, status, state)
@@ -147,14 +154,16 @@ def _probe_crash(task: Task, report: Report, last: dict) -> None:
         found["input"], found["case"], found["repro"], found["shrunk"])
 
 
-def _run_child(task_path, out_path, timeout, reports, on_start, on_report):
+def _run_child(task_path, out_path, timeout, reports, on_start, on_report, memory_limit_mb):
     """Run one child until it finishes, dies or overruns; returns (op it was
     checking when it stopped or None, {"why", "kind"}, what it said about that op)."""
     with tempfile.TemporaryFile() as stderr:
-        return _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr)
+        return _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, memory_limit_mb)
 
 
-def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
+def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, memory_limit_mb):
+    from corpus.replay import resident_mb
+
     child = subprocess.Popen([sys.executable, "-m", "opcheck.runner", task_path, out_path],
                              stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
     state = {"current": None, "since": time.monotonic(), "last_input": None, "done": {}}
@@ -207,6 +216,10 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr):
                 _kill(child)
                 return current, {"why": f"hang: still running after {timeout:.0f}s; the child was killed",
                                  "kind": "hang"}, state
+            if current is not None and resident_mb(child.pid) > memory_limit_mb:
+                _kill(child)
+                return current, {"why": f"out of memory: the process grew past {memory_limit_mb} MB resident; "
+                                        "the child was killed", "kind": "out-of-memory"}, state
             time.sleep(0.2)
     except BaseException:
         _kill(child)
@@ -266,12 +279,7 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
                     f"not checked: a fresh process could not rebuild {op} as the session had it (no {missing}); "
                     "its registering module is not importable on its own. Check it in-process, without crash "
                     "isolation: pytest --opcheck-in-process, or symfuzz opcheck --in-process --module MODULE")
-            op_samples = samples.get(op)
-            if not op_samples:
-                from opcheck.checks.common import resolve_op
-                from opcheck.schema_samples import sample_from_schema
-
-                op_samples = [sample_from_schema(resolve_op(op))]
+            op_samples = samples.get(op) or schema_samples(op)
             report = check(op, op_samples, checks=task.checks, budget=task.budget, seed=task.seed, sweep=task.sweep,
                            fixed=task.fixed.get(op), **(_announcers(op, emit) if emit else {}))
         except OpCheckUsageError as exc:
@@ -352,6 +360,14 @@ def _announcers(op, emit) -> dict:
         emit({"check_done": check_name, "result": result.to_json()})
 
     return {"on_input": on_input, "progress": progress}
+
+
+def schema_samples(op: str) -> list:
+    """A sample made from the schema, for an op nobody recorded a call of."""
+    from opcheck.checks.common import resolve_op
+    from opcheck.schema_samples import sample_from_schema
+
+    return [sample_from_schema(resolve_op(op))]
 
 
 def _samples(task: Task) -> dict:

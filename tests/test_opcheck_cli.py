@@ -124,10 +124,16 @@ def test_a_crashing_or_hanging_kernel_is_a_result_and_the_run_goes_on(tmp_path):
     )
     out = proc.stdout
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "segv_on_odd: crash: the process died of SIGSEGV" in out
-    assert "(during schema, on input x0: float32[4, " in out, "names the input that crashed it"
-    assert "hang_on_empty: hang: still running after 25s" in out
-    assert "exit_on_empty: the checking process exited (code 0) while checking this op" in out
+    segv = out[out.index("symfuzz_crashy::segv_on_odd: schema FAIL"):]
+    assert "FAIL schema [kernel-crash]" in segv
+    assert "crash: the process died of SIGSEGV" in segv
+    assert "the real kernel alone crashes the process on this input" in segv  # confirmed in a probe
+    shape = segv.split("input: x0: float32[")[1].split("]")[0]
+    assert int(shape.split(",")[-1]) % 2 == 1, "names an input that crashes it (an odd width)"
+    assert "(shrunk)" in segv.split("\n")[2] and shape.startswith("1, "), "shrunk by the probes"
+    assert "FAIL schema [hang]" in out and "hang: still running after 25s" in out
+    assert "FAIL schema [process-exit]" in out
+    assert "the checking process exited (code 0) while checking this op" in out
     assert "FAIL faketensor [wrong-strides]" in out, "the op after the crash and the hang was still checked"
 
 
