@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from opcheck.task import kill_group
+
 SHRINK_SECONDS = 60.0  # at most, per crashing op
 
 
@@ -70,22 +72,12 @@ def _probe(task, op, last, variant, confirm, tmp, deadline):
     try:
         code = child.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        _kill(child)
+        kill_group(child)
         code = 0  # out of time: whatever it tried last did not crash (yet)
     with open(events_path) as f:
         events = [json.loads(line) for line in f if line.strip()]
     tries = [e["try"] for e in events if "try" in e]
     return tries, code is not None and code < 0
-
-
-def _kill(child):
-    import signal
-
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.wait()
 
 
 # --------------------------------------------------------------- the probe
@@ -96,7 +88,7 @@ def _probe_main(probe_path: str, events_path: str) -> int:
     from opcheck.checks.common import make_template, resolve_op, run_real
     from opcheck.contracts import assign
     from opcheck.repro import crash_repro
-    from opcheck.runner import Task, _samples, load_task, schema_samples
+    from opcheck.task import Task, load_task, recorded_samples, schema_samples
     from opcheck.variants import Sweep, Variant
 
     with open(probe_path) as f:
@@ -112,7 +104,7 @@ def _probe_main(probe_path: str, events_path: str) -> int:
     try:
         load_task(task)
         op = resolve_op(probe["op"])
-        samples = _normalize_samples(_samples(task).get(probe["op"]) or schema_samples(probe["op"]))
+        samples = _normalize_samples(recorded_samples(task).get(probe["op"]) or schema_samples(probe["op"]))
     except Exception:  # noqa: BLE001 - nothing to probe with; the parent keeps the unshrunk input
         return 3
     # The same templates and contracts the check had, so the sweep builds the same inputs.

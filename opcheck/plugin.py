@@ -482,7 +482,7 @@ class OpcheckSession:
         for op in by_op:
             if op not in isolated:
                 self.reports.append(Report(op=op, samples=len(by_op[op]), error=(
-                    "not checked: its recorded arguments can't be passed to a child process (see the notes); "
+                    "its recorded arguments can't be passed to a child process (see the notes); "
                     "--opcheck-in-process checks it in this process, without crash isolation")))
         if not isolated:
             return
@@ -509,7 +509,7 @@ class OpcheckSession:
             for op in isolated:
                 if op not in done:
                     self.reports.append(Report(op=op, samples=len(by_op[op]), error=(
-                        f"not checked: the child process could not load what registers it ({exc}); "
+                        f"the child process could not load what registers it ({exc}); "
                         "--opcheck-in-process checks it in this process, without crash isolation")))
 
     def _check_in_process(self, op, calls, out, fixed=None):

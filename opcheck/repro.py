@@ -7,8 +7,6 @@ which), rebuilds the failing input with ``make`` (inlined, see
 
 from __future__ import annotations
 
-import sys
-
 import torch
 
 from opcheck.inputs import MAKE_SOURCE, Case

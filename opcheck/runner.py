@@ -20,7 +20,6 @@ callers that are themselves disposable).
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import signal
@@ -28,33 +27,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 
 from opcheck.report import Report
+from opcheck.task import Task, kill_group, load_task, recorded_samples, schema_samples
 
 
 class ChildImportError(Exception):
     """The child could not import a module that registers the ops."""
-
-
-@dataclass
-class Task:
-    ops: list[str]  # op names, in order
-    calls_file: str | None = None  # recorded samples (opcheck.calls); ops without any get one from their schema
-    modules: list[str] = field(default_factory=list)  # imported first: they register the ops
-    extra_modules: list[str] = field(default_factory=list)  # imported if they can be: the rest of their packages
-    # {op: {"keys": [dispatch keys with a kernel], "fake": bool}} as the session had them
-    # (opcheck.provenance.registrations): the child checks it rebuilt each op the same.
-    registrations: dict = field(default_factory=dict)
-    fixed: dict = field(default_factory=dict)  # {op: [argument names held fixed]}; absent: inferred
-    libraries: list[str] = field(default_factory=list)  # torch.ops.load_library'd first (ops registered in C++)
-    sys_path: list[str] = field(default_factory=list)  # prepended to the child's sys.path
-    checks: list[str] | None = None
-    budget: float | None = None  # seconds per op
-    seed: int = 0
-    sweep: bool = True
-    timeout: float | None = None  # seconds one op may take before it counts as hung (default: op_timeout)
-    memory_limit_mb: int = 8192  # resident; a child past it is killed and its op reported as out-of-memory
 
 
 def op_timeout(task: Task) -> float:
@@ -149,7 +128,7 @@ def _probe_crash(task: Task, report: Report, last: dict) -> None:
                             "under it")
         return
     if found["confirmed"]:
-        failure.message += f"; the real kernel alone crashes the process on this input (probed in a fresh process)"
+        failure.message += "; the real kernel alone crashes the process on this input (probed in a fresh process)"
     failure.input, failure.case, failure.repro, failure.shrunk = (
         found["input"], found["case"], found["repro"], found["shrunk"])
 
@@ -171,7 +150,7 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, m
     def handle(events):
         for event in events:
             if "import_error" in event:
-                _kill(child)
+                kill_group(child)
                 raise ChildImportError(event["import_error"])
             if "input" in event:
                 state["last_input"] = event["input"]
@@ -181,8 +160,6 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, m
                 state["done"][event["check_done"]] = event["result"]
             elif "op_info" in event:
                 state.update(event["op_info"])
-            elif "note" in event:
-                state.setdefault("notes", []).append(event["note"])
             elif "start" in event:
                 state.update(current=event["start"], since=time.monotonic(), last_input=None, done={}, check=None)
                 if on_start:
@@ -213,16 +190,16 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, m
                 return current, why, state
             current = state["current"]
             if current is not None and time.monotonic() - state["since"] > timeout:
-                _kill(child)
+                kill_group(child)
                 return current, {"why": f"hang: still running after {timeout:.0f}s; the child was killed",
                                  "kind": "hang"}, state
             if current is not None and resident_mb(child.pid) > memory_limit_mb:
-                _kill(child)
+                kill_group(child)
                 return current, {"why": f"out of memory: the process grew past {memory_limit_mb} MB resident; "
                                         "the child was killed", "kind": "out-of-memory"}, state
             time.sleep(0.2)
     except BaseException:
-        _kill(child)
+        kill_group(child)
         raise
 
 
@@ -249,14 +226,6 @@ def _death(code, stderr) -> dict:
     return {"why": why + (": " + " | ".join(tail) if tail else ""), "kind": kind}
 
 
-def _kill(child):
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.wait()
-
-
 # ------------------------------------------------------------------ in-process
 
 
@@ -264,8 +233,8 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
     from opcheck.api import check
     from opcheck.checks.common import OpCheckUsageError
 
-    load_task(task, emit)
-    samples = _samples(task)
+    import_failures = load_task(task, emit)
+    samples = recorded_samples(task)
     reports = []
     for op in task.ops:
         if on_start:
@@ -276,9 +245,11 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
             missing = _not_rebuilt(task, op)
             if missing:
                 raise OpCheckUsageError(
-                    f"not checked: a fresh process could not rebuild {op} as the session had it (no {missing}); "
-                    "its registering module is not importable on its own. Check it in-process, without crash "
-                    "isolation: pytest --opcheck-in-process, or symfuzz opcheck --in-process --module MODULE")
+                    f"a fresh process could not rebuild {op} as the session had it (missing there: {missing}; "
+                    "registered while the tests ran, or by a module that is not importable on its own?). "
+                    "Check it in-process, without crash isolation: pytest --opcheck-in-process, "
+                    "or symfuzz opcheck --in-process --module MODULE"
+                    + "".join(f"; {failure}" for failure in import_failures[:3]))
             op_samples = samples.get(op) or schema_samples(op)
             report = check(op, op_samples, checks=task.checks, budget=task.budget, seed=task.seed, sweep=task.sweep,
                            fixed=task.fixed.get(op), **(_announcers(op, emit) if emit else {}))
@@ -292,37 +263,6 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
         if on_report:
             on_report(report)
     return reports
-
-
-def load_task(task: Task, emit=None) -> None:
-    """Import what registers the task's ops, as the session had them (opcheck.provenance)."""
-    for entry in reversed(task.sys_path):
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
-
-    def load(kind, name):
-        if kind == "library":
-            import torch
-
-            if name not in getattr(torch.ops, "loaded_libraries", ()):
-                torch.ops.load_library(name)
-        else:
-            importlib.import_module(name)
-
-    for kind, name in [("library", lib) for lib in task.libraries] + [("module", m) for m in task.modules]:
-        try:
-            load(kind, name)
-        except Exception as exc:  # reported to the parent, which decides what to do
-            if emit is None:
-                raise
-            emit({"import_error": f"cannot load {kind} {name}: {type(exc).__name__}: {exc}"})
-            raise SystemExit(3) from None
-    for name in task.extra_modules:  # the rest of the packages: per-backend kernels live there
-        try:
-            load("module", name)
-        except BaseException as exc:  # noqa: BLE001 - best effort: what matters is checked below
-            if emit:
-                emit({"note": f"could not import {name}: {type(exc).__name__}: {exc}"})
 
 
 def _not_rebuilt(task: Task, op: str) -> str:
@@ -360,25 +300,6 @@ def _announcers(op, emit) -> dict:
         emit({"check_done": check_name, "result": result.to_json()})
 
     return {"on_input": on_input, "progress": progress}
-
-
-def schema_samples(op: str) -> list:
-    """A sample made from the schema, for an op nobody recorded a call of."""
-    from opcheck.checks.common import resolve_op
-    from opcheck.schema_samples import sample_from_schema
-
-    return [sample_from_schema(resolve_op(op))]
-
-
-def _samples(task: Task) -> dict:
-    if not task.calls_file:
-        return {}
-    from opcheck.calls import read_calls
-
-    out: dict = {}
-    for call in read_calls(task.calls_file):
-        out.setdefault(call.op, []).append((call.args, call.kwargs))
-    return out
 
 
 def _child_main(task_path, out_path) -> int:

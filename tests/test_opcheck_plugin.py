@@ -374,3 +374,33 @@ def test_a_crash_on_one_worker_survives_the_merge():
     crashed = Report(op="pt_mini::op", error="crash: the process died of SIGSEGV while checking this op")
     merged = merge_reports([clean, crashed])["pt_mini::op"]
     assert merged.error.startswith("crash") and merged.results["schema"].status == "passed"
+
+
+def test_an_op_the_child_cannot_rebuild_is_reported_not_checked_in_process(pytester):
+    # The CPU kernel is registered while the test runs, not when a module is
+    # imported: a fresh process that imports the test module has the schema and
+    # the fake kernel but no kernel, and must say so instead of checking another op.
+    pytester.makeini(RETROFIT_INI)
+    pytester.makepyfile(test_late="""
+        import torch
+
+        torch.library.define("pt_mini::late", "(Tensor x) -> Tensor")
+
+
+        @torch.library.register_fake("pt_mini::late")
+        def _(x):
+            return torch.empty_like(x)
+
+
+        def test_late():
+            torch.library.register_kernel("pt_mini::late", "cpu", lambda x: x + 1)
+            assert torch.ops.pt_mini.late(torch.ones(2)).sum() == 4
+        """)
+    result = run(pytester, CHEAP)
+    result.assert_outcomes(passed=1)
+    assert "pt_mini::late: ERROR not checked: a fresh process could not rebuild pt_mini::late" in result.text
+    assert "missing there: a CPU kernel" in result.text and "--opcheck-in-process" in result.text
+    assert result.ret == 1
+    result = run(pytester, CHEAP, "--opcheck-in-process")
+    assert "checking 1 op(s) in this process (no crash isolation)" in result.text
+    assert "pt_mini::late: ok" in result.text, result.text
