@@ -235,7 +235,8 @@ class Worker:
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError):
-            return False  # its end-of-stream event says why
+            self.canary = False  # never sent: its end-of-stream event says why it is gone
+            return False
 
     @property
     def busy(self) -> bool:
@@ -420,7 +421,7 @@ class Campaign:
                 now = time.monotonic()
                 if self.canary is None and not any(w.canary for w in workers):
                     self._start_canary(workers)
-                    if not any(w.ready for w in workers) and now - start > cfg.case_timeout:
+                    if not any(w.ready for w in workers) and now - start > self.startup_timeout:
                         raise CampaignError(self._never_ready_message(workers))
                 fuzzing = self.fuzz_start is not None
                 accepting = (
@@ -467,6 +468,12 @@ class Campaign:
         return stats
 
     # ------------------------------------------------------------ the canary
+
+    @property
+    def startup_timeout(self) -> float:
+        """How long workers may take to start: importing torch on a cold disk can take
+        tens of seconds, which a short --case-timeout must not turn into exit 3."""
+        return max(self.config.case_timeout, 120.0)
 
     def _start_canary(self, workers) -> None:
         """Send the canary to the first ready worker (no case goes out until it passes)."""
@@ -657,7 +664,7 @@ class Campaign:
 
     def _never_ready_message(self, workers) -> str:
         logs = ", ".join(str(w.log_path) for w in workers)
-        return (f"no worker became ready within {self.config.case_timeout:.0f}s (importing torch and symfuzz hangs?); "
+        return (f"no worker became ready within {self.startup_timeout:.0f}s (importing torch and symfuzz hangs?); "
                 f"see the worker logs: {logs}")
 
     def _shelve_unconfirmed(self) -> None:

@@ -65,26 +65,10 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     names = _check_names(checks)
     pairs = _normalize_samples(samples)
     report = Report(op=op_name(op), samples=len(pairs))
-    templates = []
-    for n, (args, kwargs) in enumerate(pairs):
-        template = make_template(op, args, kwargs)
-        template.index = n  # which sample a judged input comes from (the runner reports it)
-        try:
-            sample_args, sample_kwargs = template.original().build()
-            with torch.no_grad():
-                op(*sample_args, **sample_kwargs)
-        except Exception as exc:  # noqa: BLE001 - the user's own sample failing is their error, not a finding
-            report.error = f"the real kernel raised on sample {n}: {first_line(exc)}"
-            continue
-        templates.append(template)
+    templates, report.error, report.contracts = sample_templates(op, pairs, fixed)
     if not templates:
         report.seconds = time.monotonic() - start
         return report
-    report.error = ""
-    try:
-        report.contracts = assign_contracts(templates, fixed, schema=op._schema)
-    except ValueError as exc:
-        raise OpCheckUsageError(f"{op_name(op)}: {exc}") from None
 
     total = DEFAULT_BUDGET if budget is None else float(budget)
     weight = sum(_WEIGHTS[n] for n in names)
@@ -104,6 +88,37 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
             progress(name, result)
     report.seconds = time.monotonic() - start
     return report
+
+
+def sample_templates(op, pairs, fixed=None):
+    """(templates of the samples the real kernel accepts, why one was refused or "",
+    contract lines): the inputs every check and the crash probes sweep from.
+
+    Each template knows its sample's index, the sizes of the kernel's outputs on
+    it (a tie the contracts read) and its contracts (``opcheck.contracts``).
+    """
+    import torch.utils._pytree as pytree
+
+    templates, error = [], ""
+    for n, (args, kwargs) in enumerate(pairs):
+        template = make_template(op, args, kwargs)
+        template.index = n  # which sample a judged input comes from (the runner reports it)
+        try:
+            sample_args, sample_kwargs = template.original().build()
+            with torch.no_grad():
+                out = op(*sample_args, **sample_kwargs)
+        except Exception as exc:  # noqa: BLE001 - the user's own sample failing is their error, not a finding
+            error = f"the real kernel raised on sample {n}: {first_line(exc)}"
+            continue
+        template.output_sizes = {d for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) for d in t.shape}
+        templates.append(template)
+    if not templates:
+        return [], error, []
+    try:
+        lines = assign_contracts(templates, fixed, schema=op._schema)
+    except ValueError as exc:
+        raise OpCheckUsageError(f"{op_name(op)}: {exc}") from None
+    return templates, "", lines
 
 
 def _check_names(checks):

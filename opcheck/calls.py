@@ -341,6 +341,10 @@ class CallRecorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if torch.compiler.is_compiling():
+            # First, before anything Dynamo can't trace: Dynamo traces into this
+            # method, and a graph break here would change the user's compile.
+            return func(*args, **kwargs)
         try:
             pending = self._before(func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - the recorder must never fail the user's test

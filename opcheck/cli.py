@@ -130,6 +130,9 @@ def _run(args) -> int:
         fixed = parse_fixed(args.fixed)
     except ValueError as exc:
         raise OpcheckUsage(f"--fixed: {exc}") from None
+    unknown = sorted(set(fixed) - {normalize_op(op) for op in ops})
+    if unknown:
+        raise OpcheckUsage(f"--fixed names {', '.join(unknown)}, which is not among the ops to check")
     task = Task(ops=ops, calls_file=str(args.calls_file) if args.calls_file else None, modules=list(args.module),
                 extra_modules=header.get("extra_modules", []), libraries=header.get("libraries", []),
                 registrations=header.get("registrations", {}),

@@ -12,8 +12,9 @@ them says nothing about the op. The recorded calls show the contracts:
   recorded call, where ``n`` is another tensor's numel or one of its dims and
   ``k`` an int argument (or 1 for a numel), and ``n`` varied.
 
-Where no call varied there is nothing to infer from: the sweep ties equal
-sizes, as the sample does. The author can name the fixed arguments instead
+Where no call varied, the one shape's ties decide: equal sizes move together
+(the sweep's ties), ``ceil(n / k)`` rules that hold are taken, and a tensor
+whose sizes tie to no other argument and no output is held fixed. The author can name the fixed arguments instead
 (``check(..., fixed=("code",))``, a pytest marker or a command-line flag);
 ``fixed=()`` holds nothing fixed.
 """
@@ -108,13 +109,11 @@ def _int_leaves(template) -> list[int]:
 
 def infer(templates) -> Contracts:
     """Contracts shown by the recorded calls (templates of one structure)."""
-    if len(templates) < 2:
-        return Contracts()
     shapes = [[s.shape for s in t.slots] for t in templates]
     n = len(templates[0].slots)
     varied = [len({call[s] for call in shapes}) > 1 for s in range(n)]
     if not any(varied):
-        return Contracts()
+        return _from_ties(templates[0])
     out = Contracts()
     calls = len(templates)
     for s in range(n):
@@ -126,15 +125,51 @@ def infer(templates) -> Contracts:
         if s in out.fixed:
             continue
         for d in range(len(templates[0].slots[s].shape)):
-            rule = _explaining_rule(templates, s, d, varied, ints)
+            rule = _explaining_rule(templates, s, d, varied, ints, require_variation=True)
             if rule is not None:
                 out.follows[(s, d)] = rule
     return out
 
 
-def _explaining_rule(templates, s, d, varied, ints):
+def _from_ties(template) -> Contracts:
+    """No recorded call varied: read the contracts from the one call's ties.
+
+    A dim that is ``ceil(n / k)`` of another argument follows it. A tensor none
+    of whose sizes ties to another argument, to an output or to such a rule (a
+    lookup table beside the data it indexes) is held fixed, as long as another
+    tensor is tied to something and stays free for the sweep.
+    """
+    out = Contracts()
+    shapes = [slot.shape for slot in template.slots]
+    n = len(shapes)
+    ints = _int_leaves(template)
+    everywhere = [True] * n
+    for s in range(n):
+        for d in range(len(shapes[s])):
+            rule = _explaining_rule([template], s, d, everywhere, ints, require_variation=False)
+            if rule is not None:
+                out.follows[(s, d)] = rule
+    sized = [s for s in range(n) if any(v >= 2 for v in shapes[s])]
+    if len(sized) < 2:
+        return out
+    outputs = getattr(template, "output_sizes", set())
+    linked = {s for s, _ in out.follows} | {rule.slot for rule in out.follows.values()}
+    for s in sized:
+        others = {v for o in range(n) if o != s for v in shapes[o]}
+        if any(v >= 2 and (v in others or v in outputs) for v in shapes[s]):
+            linked.add(s)
+    if linked:
+        for s in sized:
+            if s not in linked:
+                out.fixed[s] = "its sizes tie to no other argument and no output of the one recorded shape"
+    return out
+
+
+def _explaining_rule(templates, s, d, varied, ints, *, require_variation):
     """The first rule that gives dim ``d`` of slot ``s`` in every call, or None.
-    A dim equal to another dim is left out: the sweep's ties keep those equal."""
+    A dim equal to another dim is left out: the sweep's ties keep those equal.
+    ``require_variation``: the rule's source must have changed between calls
+    (else, with one call, a divisor or a numel rule is taken as it is)."""
     first = templates[0]
     for t in range(len(first.slots)):
         if t == s or not varied[t]:
@@ -143,7 +178,8 @@ def _explaining_rule(templates, s, d, varied, ints):
         candidates += [SizeRule(t, None, k) for k in ints]
         candidates += [SizeRule(t, j, k) for j in range(len(first.slots[t].shape)) for k in ints]
         for rule in candidates:
-            if all(_holds(rule, tpl, s, d) for tpl in templates) and _source_varies(rule, templates):
+            if all(_holds(rule, tpl, s, d) for tpl in templates) and (
+                    not require_variation or _source_varies(rule, templates)):
                 return rule
     return None
 

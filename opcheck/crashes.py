@@ -84,9 +84,8 @@ def _probe(task, op, last, variant, confirm, tmp, deadline):
 
 
 def _probe_main(probe_path: str, events_path: str) -> int:
-    from opcheck.api import _normalize_samples
-    from opcheck.checks.common import make_template, resolve_op, run_real
-    from opcheck.contracts import assign
+    from opcheck.api import _normalize_samples, sample_templates
+    from opcheck.checks.common import resolve_op, run_real
     from opcheck.repro import crash_repro
     from opcheck.task import Task, load_task, recorded_samples, schema_samples
     from opcheck.variants import Sweep, Variant
@@ -108,11 +107,10 @@ def _probe_main(probe_path: str, events_path: str) -> int:
     except Exception:  # noqa: BLE001 - nothing to probe with; the parent keeps the unshrunk input
         return 3
     # The same templates and contracts the check had, so the sweep builds the same inputs.
-    templates = [make_template(op, args, kwargs) for args, kwargs in samples]
-    for n, template in enumerate(templates):
-        template.index = n
-    assign(templates, task.fixed.get(probe["op"]), schema=op._schema)
-    template = templates[min(probe["sample"], len(templates) - 1)]
+    templates, _, _ = sample_templates(op, samples, task.fixed.get(probe["op"]))
+    template = next((t for t in templates if t.index == probe["sample"]), None)
+    if template is None:
+        return 3
     sweep = Sweep(template, seed=task.seed)
     start = Variant.from_json(probe["variant"])
     candidates = ([start] if probe["confirm"] else []) + list(sweep.simpler(start))

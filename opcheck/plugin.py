@@ -363,12 +363,7 @@ class OpcheckSession:
                         self._check_ops()
                         self.check_seconds = time.monotonic() - started
         except Exception as exc:  # noqa: BLE001 - a symfuzz bug must not turn into a pytest INTERNALERROR
-            import traceback
-
-            self.internal_error = (f"symfuzz opcheck failed internally ({type(exc).__name__}: {exc}); "
-                                   "this is a symfuzz bug, please report it with this traceback:\n"
-                                   + traceback.format_exc())
-            self.notes.append(self.internal_error)
+            self._internal_failure(exc)
         if self.worker_id is not None:
             self.config.workeroutput[WORKEROUTPUT_KEY] = json.dumps({
                 "reports": [r.to_json() for r in self.reports], "notes": self.notes, "checks_run": self.checks_run,
@@ -376,11 +371,21 @@ class OpcheckSession:
                 "internal_error": self.internal_error,
             })
             return
+        if self.checks_run and not self.settings.record_only:
+            try:
+                self._judge(session)
+            except Exception as exc:  # noqa: BLE001 - e.g. a read-only store: a note, not an INTERNALERROR
+                self._internal_failure(exc)
         if self.internal_error and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # symfuzz failed: not green, and the note says why
-        if self.settings.record_only or not self.checks_run:
-            return
-        self._judge(session)
+
+    def _internal_failure(self, exc: Exception) -> None:
+        import traceback
+
+        self.internal_error = (f"symfuzz opcheck could not finish ({type(exc).__name__}: {exc}); if this is not "
+                               "your environment (a read-only folder, a full disk), it is a symfuzz bug: please "
+                               "report it with this traceback:\n" + traceback.format_exc())
+        self.notes.append(self.internal_error)
 
     @property
     def calls_path(self) -> Path:
@@ -474,6 +479,9 @@ class OpcheckSession:
             out.write_sep("-", f"symfuzz opcheck: checking {len(by_op)} op(s) {where}, "
                                f"up to {self.settings.budget:g}s each")
         fixed = {op: self.fixed[normalize_op(op)] for op in by_op if normalize_op(op) in self.fixed}
+        called = {normalize_op(op) for op in by_op}
+        for op in sorted(set(self.fixed) - called):
+            self.notes.append(f"--opcheck-fixed / opcheck_fixed names {op}, which no test called here: ignored")
         if self.settings.in_process:
             for op in by_op:
                 self._check_in_process(op, by_op[op], out, fixed.get(op))

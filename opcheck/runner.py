@@ -158,6 +158,7 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, m
                 state.update(check=event["check_started"], last_input=None)
             elif "check_done" in event:
                 state["done"][event["check_done"]] = event["result"]
+                state.update(check=None, last_input=None)  # a death now is not that check's
             elif "op_info" in event:
                 state.update(event["op_info"])
             elif "start" in event:
@@ -251,6 +252,8 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
                     "or symfuzz opcheck --in-process --module MODULE"
                     + "".join(f"; {failure}" for failure in import_failures[:3]))
             op_samples = samples.get(op) or schema_samples(op)
+            if emit:
+                emit({"op_info": {"samples": len(op_samples)}})
             report = check(op, op_samples, checks=task.checks, budget=task.budget, seed=task.seed, sweep=task.sweep,
                            fixed=task.fixed.get(op), **(_announcers(op, emit) if emit else {}))
         except OpCheckUsageError as exc:

@@ -74,9 +74,14 @@ def test_a_table_that_never_varies_is_held_fixed_and_a_scale_vector_follows_its_
             assert absmax.shape == (-(-numel // template.leaves[3]),), (A, absmax)
 
 
-def test_without_recorded_variation_nothing_is_inferred():
+def test_with_one_recorded_shape_the_ties_decide():
     tpls, lines = templates([deq_call((4, 16), 8)])
-    assert lines == [] and not tpls[0].contracts.fixed and not tpls[0].contracts.follows
+    assert set(tpls[0].contracts.fixed) == {2}, lines  # the table ties to nothing
+    assert "code: held fixed at float32[256] (its sizes tie to no other argument" in lines[0]
+    assert tpls[0].contracts.follows[(1, 0)].slot == 0  # absmax follows A
+    # A table whose size matches the data's is tied to it: nothing is held, the sweep moves them together.
+    tpls, lines = templates([deq_call((4, 256), 256)])
+    assert not tpls[0].contracts.fixed, lines
     sweep = Sweep(tpls[0])
     assert any(c.tensor_inputs()[2].shape != (256,) for c in map(sweep.case, sweep.edges()))
 
@@ -88,7 +93,7 @@ def test_the_author_overrides_what_is_held_fixed():
     # With the table free, the sweep builds inputs the kernel refuses (it checks; real ones crash).
     assert report.results["faketensor"].inputs_rejected > 0
     report = check(f"{NS}::deq", samples[:1], checks=["faketensor"], budget=20, fixed=("code",))
-    assert report.contracts == ["code: held fixed at float32[256] (asked for)"]
+    assert report.contracts[0] == "code: held fixed at float32[256] (asked for)"
     with pytest.raises(OpCheckUsageError, match="no tensor argument named 'table'.*A, absmax, code"):
         check(f"{NS}::deq", samples, checks=["faketensor"], fixed=("table",))
 
@@ -143,3 +148,23 @@ def test_a_recorder_failure_is_a_note_and_the_op_still_runs_once(monkeypatch):
         out = getattr(torch.ops, NS).twice(x, 2)
     assert torch.equal(out, x * 2) and calls == [] and len(TWICE_CALLS) == before + 1
     assert len(notes) == 1 and "copy failed" in notes[0]
+
+
+def test_the_recorder_does_not_change_what_torch_compile_does():
+    from torch._dynamo.testing import CompileCounter
+
+    op = getattr(torch.ops, NS).twice
+
+    def compiled_frames(record: bool) -> int:
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        for fn in (lambda x: op(x.sin(), 2), lambda x: op.default(x.cos(), 2)):
+            f = torch.compile(fn, fullgraph=True, backend=counter)  # a graph break would raise
+            if record:
+                with CallRecorder([NS], test="t", sink=[], skipped=[]):
+                    f(torch.randn(3))
+            else:
+                f(torch.randn(3))
+        return counter.frame_count
+
+    assert compiled_frames(record=True) == compiled_frames(record=False) == 2
