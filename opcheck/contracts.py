@@ -79,9 +79,9 @@ def _paths(template):
     return [path for path, _ in leaves]
 
 
-def leaf_labels(template, schema=None) -> list[str]:
+def leaf_labels(template) -> list[str]:
     """A readable name per leaf: the schema's argument name (``code``, ``tensors[1]``), else ``arg2``."""
-    schema = schema if schema is not None else getattr(template, "schema", None)
+    schema = getattr(template, "schema", None)
     arg_names = [a.name for a in schema.arguments] if schema is not None else []
     out = []
     for path in _paths(template):

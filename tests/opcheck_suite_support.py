@@ -57,9 +57,6 @@ class SuiteRun:
     root: Path  # the copy of the suite the run used
     junit: Path | None = field(default=None, repr=False)  # None when pytest wrote none (e.g. it crashed)
 
-    def with_outcome(self, outcome: str) -> list[str]:
-        return sorted(test for test, got in self.outcomes.items() if got == outcome)
-
 
 def copy_suite(tmp_path: Path) -> Path:
     """A fresh copy of the suite at tmp_path/"quantlib" (an existing one is replaced)."""

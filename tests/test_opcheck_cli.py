@@ -144,3 +144,18 @@ def test_namespace_checks_every_op_registered_in_it(capsys):
     for name in buggy.SAMPLES:
         assert f"symfuzz_buggy::{name}: schema" in out
     assert "10 op(s) checked, 2 unexpected result(s)" in out
+
+
+def test_a_kernel_that_eats_memory_is_an_out_of_memory_result():
+    from opcheck.runner import Task, run_ops
+
+    task = Task(ops=["symfuzz_crashy::oom_on_empty", "symfuzz_buggy::scale2"],
+                modules=["opcheck_ops.crashy", "opcheck_ops.buggy"], sys_path=[str(ROOT / "tests"), str(ROOT)],
+                checks=["schema", "faketensor"], budget=20, memory_limit_mb=3000)
+    oom, after = run_ops(task)
+    failure = oom.results["schema"].failures[0]
+    assert failure.kind == "out-of-memory" and "grew past 3000 MB" in failure.message
+    dims = [int(d) for d in failure.input.split("x0: float32[")[1].split("]")[0].split(",")]
+    assert 0 in dims, failure.input  # the empty input did it
+    assert oom.results["faketensor"].status == "skipped"  # not run: the process died
+    assert after.results["faketensor"].status == "failed"  # the next op was still checked, by a new child

@@ -50,9 +50,24 @@ def _(x):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op(f"{NS}::oom_on_empty", mutates_args=())
+def oom_on_empty(x: torch.Tensor) -> torch.Tensor:
+    if x.numel() == 0:  # a kernel that sizes a workspace from garbage
+        hoard = [torch.ones(1 << 28) for _ in range(8)]  # 1 GiB each, touched: 8 GiB
+        time.sleep(60)
+        return x + len(hoard)
+    return x + 2
+
+
+@oom_on_empty.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
 SAMPLES = {
     "segv_on_odd": ((torch.ones(4, 8),), {}),
     "hang_on_empty": ((torch.ones(4, 8),), {}),
     "exit_on_empty": ((torch.ones(4, 8),), {}),
+    "oom_on_empty": ((torch.ones(4, 8),), {}),
 }
 OPS = {name: getattr(torch.ops.symfuzz_crashy, name).default for name in SAMPLES}
