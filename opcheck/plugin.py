@@ -289,17 +289,23 @@ class OpcheckSession:
 
     # ---------------------------------------------------------- stage 1: capture
 
+    def pytest_collection_modifyitems(self, items):
+        """opcheck_fixed markers, read from every collected test: under xdist each
+        worker collects them all, so the op's contract is the same on every worker."""
+        for item in items:
+            for mark in item.iter_markers("opcheck_fixed"):
+                if mark.args and "::" in str(mark.args[0]):
+                    self.fixed.setdefault(normalize_op(str(mark.args[0])), [str(a) for a in mark.args[1:]])
+                else:
+                    self.notes.append(f"{item.nodeid}: the opcheck_fixed marker needs (\"ns::op\", \"arg\", ...); "
+                                      "ignored")
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
         # Only the call phase: fixtures' setup and teardown calls are not the test's samples.
         # torch: imported only here, in processes that run tests, and only with --opcheck.
         from opcheck.calls import CallRecorder, dedupe
 
-        for mark in item.iter_markers("opcheck_fixed"):
-            if mark.args and "::" in str(mark.args[0]):
-                self.fixed.setdefault(normalize_op(str(mark.args[0])), [str(a) for a in mark.args[1:]])
-            else:
-                self.notes.append(f"{item.nodeid}: opcheck_fixed marker needs (\"ns::op\", \"arg\", ...); ignored")
         try:
             with CallRecorder(self.settings.namespaces, test=item.nodeid, sink=self.calls, skipped=self.unrecorded):
                 return (yield)

@@ -404,3 +404,44 @@ def test_an_op_the_child_cannot_rebuild_is_reported_not_checked_in_process(pytes
     result = run(pytester, CHEAP, "--opcheck-in-process")
     assert "checking 1 op(s) in this process (no crash isolation)" in result.text
     assert "pt_mini::late: ok" in result.text, result.text
+
+
+def test_a_marker_holds_a_table_fixed(pytester):
+    # The table's 8 entries tie to x's width in the one recorded call, so the sweep
+    # would resize them together; this kernel, like many, assumes 8 and crashes.
+    # The author's marker says the table keeps its shape.
+    pytester.makeini(RETROFIT_INI)
+    pytester.makepyfile(lut_ops="""
+        import os
+        import signal
+
+        import torch
+
+        torch.library.define("pt_mini::lut", "(Tensor x, Tensor table) -> Tensor")
+
+
+        @torch.library.register_fake("pt_mini::lut")
+        def _(x, table):
+            return torch.empty_like(x)
+
+
+        @torch.library.register_kernel("pt_mini::lut", "cpu")
+        def _(x, table):
+            if table.numel() != 8:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return x * table.sum()
+        """, test_lut="""
+        import pytest
+        import torch
+        import lut_ops
+
+
+        @pytest.mark.opcheck_fixed("pt_mini::lut", "table")
+        def test_lut():
+            assert torch.ops.pt_mini.lut(torch.ones(4, 8), torch.ones(8)).sum() == 256
+        """)
+    result = run(pytester, CHEAP)
+    result.assert_outcomes(passed=1)
+    assert "contract table: held fixed at float32[8] (asked for)" in result.text, result.text
+    assert "kernel-crash" not in result.text and "pt_mini::lut: ok" in result.text, result.text
+    assert result.ret == 0
