@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzz.campaign import Campaign, CampaignConfig  # noqa: E402
+from fuzz.campaign import Campaign, CampaignConfig, CampaignError  # noqa: E402
 from oracles.lanes import LANES, get_lane  # noqa: E402
 
 
@@ -63,7 +63,13 @@ def main() -> int:
     results = {}
     for name in names:
         print(f"measuring {name} for {args.budget:.0f}s with {args.jobs} workers ...", file=sys.stderr, flush=True)
-        results[name] = measure(name, args.budget, args.jobs, args.seed)
+        try:
+            results[name] = measure(name, args.budget, args.jobs, args.seed)
+        except CampaignError as exc:  # the lane's canary failed: nothing was measured there
+            skipped[name] = f"the campaign could not run: {exc}"
+    if not results:
+        print("nothing measured: " + "; ".join(f"{n}: {why}" for n, why in skipped.items() if why), file=sys.stderr)
+        return 3
     rows = list(next(iter(results.values())).keys())
     width = max(len(r) for r in rows)
     print(f"seed {args.seed}, budget {args.budget:.0f}s per lane, {args.jobs} workers")
