@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from opcheck_suite_support import SUITE_OUTCOMES, SUITE_OPS, run_suite
 
 OPCHECK = ["--opcheck", "--opcheck-namespaces=quantlib", "--opcheck-store=opcheck_failures.json"]
@@ -80,6 +82,7 @@ def test_a_kernel_crash_on_a_forced_table_size_is_a_reported_result(tmp_path):
     assert done.returncode == -signal.SIGSEGV, done.stderr.decode()[-2000:]
 
 
+@pytest.mark.slow  # in-process checking is also covered by test_opcheck_plugin's rebuild test
 def test_in_process_checking_only_when_asked(tmp_path):
     run = run_suite(tmp_path, [*OPCHECK, "--opcheck-in-process", "--opcheck-budget=5",
                                "--opcheck-checks=schema"], timeout=600)

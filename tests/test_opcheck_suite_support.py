@@ -1,8 +1,11 @@
 """The fixture op library's suite, run plainly through run_suite: the outcomes other tests compare against."""
 
+import pytest
+
 from opcheck_suite_support import SUITE, SUITE_OUTCOMES, parse_junit, run_suite
 
 
+@pytest.mark.slow  # test_opcheck_retrofit runs the plain suite too, and compares against it
 def test_plain_suite_outcomes(tmp_path):
     run = run_suite(tmp_path, timeout=300)
     assert run.returncode == 0, run.output[-4000:]
