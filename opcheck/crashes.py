@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from opcheck.task import kill_group
+from opcheck.task import event_writer, kill_group
 
 SHRINK_SECONDS = 60.0  # at most, per crashing op
 
@@ -32,7 +32,7 @@ def shrink_crash(task, op: str, last: dict, *, seconds: float = SHRINK_SECONDS) 
 
     ``confirmed`` is None when nothing could be probed (the input was the
     sample itself, or the probe could not load the op)."""
-    out = {"confirmed": None, "input": last["input"], "case": last.get("case"), "repro": last.get("repro", ""),
+    out = {"confirmed": None, "input": last["input"], "case": last.get("case"), "repro": "",
            "shrunk": False, "probes": 0}
     if not last.get("variant"):
         return out
@@ -49,12 +49,9 @@ def shrink_crash(task, op: str, last: dict, *, seconds: float = SHRINK_SECONDS) 
                     out["confirmed"] = False
                 return out  # else: every simpler candidate survives; this is the smallest
             crashed = tries[-1]
-            if confirm and len(tries) == 1:
-                out["confirmed"] = True
-            else:
-                out["confirmed"] = True
-                out.update(input=crashed["input"], case=crashed["case"], repro=crashed["repro"], shrunk=True)
-                variant = crashed["variant"]
+            out.update(confirmed=True, input=crashed["input"], case=crashed["case"], repro=crashed["repro"])
+            if not (confirm and len(tries) == 1):  # a simpler input crashed too
+                out["shrunk"], variant = True, crashed["variant"]
             confirm = False
     return out
 
@@ -94,12 +91,7 @@ def _probe_main(probe_path: str, events_path: str) -> int:
         probe = json.load(f)
     task = Task(**probe["task"])
 
-    def emit(event):
-        with open(events_path, "a") as f:
-            f.write(json.dumps(event) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
+    emit = event_writer(events_path)
     try:
         load_task(task)
         op = resolve_op(probe["op"])

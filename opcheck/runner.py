@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from opcheck.report import Report
-from opcheck.task import Task, kill_group, load_task, recorded_samples, schema_samples
+from opcheck.task import Task, event_writer, kill_group, load_task, recorded_samples, schema_samples
 
 
 class ChildImportError(Exception):
@@ -102,7 +102,7 @@ def died_report(task: Task, op: str, status: dict, state: dict) -> Report:
     for name, data in state.get("done", {}).items():
         report.results[name] = CheckResult.from_json(data)
     failure = Failure(check=check_name, kind=status["kind"], message=status["why"], input=described,
-                      repro=last.get("repro", ""), case=last.get("case"))
+                      repro="", case=last.get("case"))  # the crash probes write it
     report.results[check_name] = CheckResult(check_name, "failed", failures=[failure])
     wanted = task.checks or list(CHECKS)
     for name in wanted:
@@ -255,7 +255,7 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
             if emit:
                 emit({"op_info": {"samples": len(op_samples)}})
             report = check(op, op_samples, checks=task.checks, budget=task.budget, seed=task.seed, sweep=task.sweep,
-                           fixed=task.fixed.get(op), **(_announcers(op, emit) if emit else {}))
+                           fixed=task.fixed.get(op), **(_announcers(emit) if emit else {}))
         except OpCheckUsageError as exc:
             report = Report(op=op, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - one op's checker failure must not lose the others
@@ -278,13 +278,10 @@ def _not_rebuilt(task: Task, op: str) -> str:
     return ", ".join(missing_registrations(expected, op.split(".")[0]))
 
 
-def _announcers(op, emit) -> dict:
+def _announcers(emit) -> dict:
     """check()'s callbacks in the child: each input is written down before the
-    kernel sees it, so a crash can say which input did it, with a repro."""
-    from opcheck.checks.common import resolve_op
-    from opcheck.repro import crash_repro
-
-    resolved = resolve_op(op)
+    kernel sees it, so a crash can say which input did it (the crash probes
+    rebuild it from this and write its repro: not rendered here, per input)."""
     told = set()
 
     def on_input(check_name, case):
@@ -297,7 +294,7 @@ def _announcers(op, emit) -> dict:
             emit({"op_info": {"contracts": contracts.describe(case.template) if contracts else []}})
         emit({"input": {"check": check_name, "input": case.describe(), "case": case.to_json(),
                         "variant": case.variant.to_json() if case.variant else None,
-                        "sample": case.template.index, "repro": crash_repro(resolved, case)}}, sync=False)
+                        "sample": case.template.index}}, sync=False)
 
     def progress(check_name, result):
         emit({"check_done": check_name, "result": result.to_json()})
@@ -309,17 +306,7 @@ def _child_main(task_path, out_path) -> int:
     with open(task_path) as f:
         task = Task(**json.load(f))
 
-    def emit(event, sync=True):
-        # Written before the kernel runs, so a crash can say which input did it.
-        # Unsynced lines survive the process dying (the OS has them); only a
-        # machine crash would lose them.
-        with open(out_path, "a") as f:
-            f.write(json.dumps(event) + "\n")
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-
-    _check_all(task, emit=emit)
+    _check_all(task, emit=event_writer(out_path))
     return 0
 
 
