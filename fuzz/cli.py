@@ -12,13 +12,14 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2
 FUZZ_EXIT_CODES = """\
 exit codes:
   0    nothing was wrong: the canary passed and the programs ran, with no finding
-  1    findings: torch is wrong (confirmed in a fresh process, or reported with --no-confirm);
-       this wins over 3, and the internal-error line is still printed
+  1    findings: torch is wrong (confirmed in a fresh process, or reported with --no-confirm)
   2    usage mistake (bad option, lane not available here)
   3    symfuzz or the environment is wrong, so the run tested nothing or too little:
        the canary program failed, workers could not start, internal errors or invalid
        programs dominated and the run stopped early, or internal errors exceeded 1%
-       of the programs (causes: OUT/internal_errors.json, OUT/canary.log)
+       of the programs (causes: OUT/internal_errors.json, OUT/canary.log); this wins
+       over 1: the run did not test what it was asked to, and any findings it confirmed
+       are still listed and kept
   130  interrupted (everything found so far is kept)
 """
 
@@ -221,8 +222,9 @@ def cmd_fuzz(args) -> int:
     code = fuzz_exit_code(stats)
     problems = stats["health"]["problems"]
     if problems and code != EXIT_INTERRUPTED:
-        verdict = ("findings were confirmed, so the exit code is 1" if code == EXIT_FINDINGS else
-                   "symfuzz or its environment is wrong, not torch; the run tested less than it claims")
+        found = stats["findings"]["confirmed"] + stats["findings"]["reported_unconfirmed"]
+        verdict = ("symfuzz or its environment is wrong, not torch; the run tested less than it claims"
+                   + (f"; its {found} finding(s) are real and kept" if found else ""))
         print(f"symfuzz fuzz: {'; '.join(problems)} ({verdict}; causes and tracebacks: "
               f"{args.out / 'internal_errors.json'})", file=sys.stderr)
     return code
@@ -231,17 +233,17 @@ def cmd_fuzz(args) -> int:
 def fuzz_exit_code(stats: dict) -> int:
     """The documented exit code (FUZZ_EXIT_CODES) for a campaign's stats.
 
-    A confirmed finding wins over an unhealthy run: a fresh process, outside
-    the workers, showed torch wrong, and that is the news a person must act
-    on; the health problem is still printed beside it.
+    An unhealthy run wins over its findings: it stopped early or tested far
+    less than asked, so a green-or-red-for-bugs answer would mislead; the
+    findings it did confirm are real, printed and kept beside the cause.
     """
     found = stats["findings"]
     if found["interrupted"]:
         return EXIT_INTERRUPTED
-    if found["confirmed"] or found["reported_unconfirmed"]:
-        return EXIT_FINDINGS
     if stats["health"]["problems"]:
         return EXIT_ENVIRONMENT
+    if found["confirmed"] or found["reported_unconfirmed"]:
+        return EXIT_FINDINGS
     return EXIT_OK
 
 
