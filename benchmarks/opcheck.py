@@ -81,7 +81,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import torch
 from opcheck_ops import buggy, correct
 
-import opcheck
+import symfuzz.opcheck as opcheck
 
 # Short labels of the bug classes the docstrings of buggy.py name.
 BUG_LABELS = {

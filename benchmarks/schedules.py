@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
 def measure(cases, lane, mode):
-    from oracles.execute import execute
+    from symfuzz.oracles.lanes.execute import execute
 
     totals = {"checked": 0, "compiles": 0, "regions": 0, "covered": 0, "seconds": 0.0, "reuse_planned": 0, "reused": 0}
     for case in cases:
@@ -50,12 +50,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from oracles.lanes import get_lane, prepare_process
+    from symfuzz.oracles.lanes.lane import get_lane, prepare_process
 
     lane = get_lane(args.lane)
     prepare_process(lane)
-    from fuzz.drawing import generate
-    from fuzz.generate import GenConfig
+    from symfuzz.fuzz.drawing import generate
+    from symfuzz.fuzz.generate import GenConfig
 
     cases = [generate(args.seed, i, GenConfig(max_ops=6)) for i in range(args.cases)]
     # Regions are counted from the guards of the newest dynamic compile, so a

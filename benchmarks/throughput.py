@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzz.campaign import Campaign, CampaignConfig, CampaignError  # noqa: E402
-from oracles.lanes import LANES, get_lane  # noqa: E402
+from symfuzz.campaign import Campaign, CampaignConfig, CampaignError  # noqa: E402
+from symfuzz.oracles.lanes.lane import LANES, get_lane  # noqa: E402
 
 
 def measure(lane_name: str, budget: float, jobs: int, seed: int) -> dict:

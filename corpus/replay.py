@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .finding import Finding
-from .repro import EXIT_FIXED, EXIT_REPRODUCED, render_repro
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.repro import EXIT_FIXED, EXIT_REPRODUCED, render_repro
 
 
 @dataclass

@@ -14,11 +14,15 @@ as the oracle did.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
 
-ORACLES_DIR = Path(__file__).resolve().parent.parent / "oracles"
+def _module_path(name: str) -> Path:
+    """The source file of a project module, found without importing it."""
+    return Path(importlib.util.find_spec(name).origin)
+
 
 EXIT_FIXED, EXIT_REPRODUCED = 0, 1
 
@@ -202,7 +206,7 @@ def _strip_module_docstring(text: str) -> str:
 
 
 def _judge_context(case) -> dict:
-    from oracles.execute import judge_context
+    from symfuzz.oracles.lanes.execute import judge_context
 
     return judge_context(case)
 
@@ -210,16 +214,16 @@ def _judge_context(case) -> dict:
 def _inline_symbolic_trace() -> str:
     """oracles/symbolic_trace.py without its docstring and its one import of
     standalone's names (the inlined standalone.py defines them)."""
-    text = _strip_module_docstring((ORACLES_DIR / "symbolic_trace.py").read_text())
-    text, n = re.subn(r"^from \.standalone import [^\n]*\n", "", text, flags=re.MULTILINE)
-    if n != 1 or re.search(r"^\s*(from\s+\.|(from|import)\s+(oracles|fuzz|corpus)\b)", text, re.MULTILINE):
+    text = _strip_module_docstring(_module_path("symfuzz.oracles.symbolic_trace").read_text())
+    text, n = re.subn(r"^from symfuzz\.fuzz\.script_runtime import [^\n]*\n", "", text, flags=re.MULTILINE)
+    if n != 1 or re.search(r"^\s*(from\s+\.|(from|import)\s+symfuzz\b)", text, re.MULTILINE):
         raise RuntimeError("oracles/symbolic_trace.py must import only stdlib, torch, sympy and standalone's names")
     return text
 
 
 def _render_symbolic_repro(finding, case) -> str:
-    from oracles.execute import PROGRAM_GLOBALS_SOURCE
-    from oracles.symbolic_meta import stride_paths
+    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
+    from symfuzz.oracles.symbolic_meta import stride_paths
 
     verdict = finding.verdict
     lane = finding.lane
@@ -238,13 +242,13 @@ def _render_symbolic_repro(finding, case) -> str:
         stride_paths=repr(sorted(stride_paths(case.program))),
         exit_reproduced=EXIT_REPRODUCED,
         exit_fixed=EXIT_FIXED,
-        standalone=_strip_module_docstring((ORACLES_DIR / "standalone.py").read_text()),
+        standalone=_strip_module_docstring(_module_path("symfuzz.fuzz.script_runtime").read_text()),
         symbolic_trace=_inline_symbolic_trace(),
     )
 
 
 def render_repro(finding) -> str:
-    from fuzz.case import Case
+    from symfuzz.fuzz.case import Case
 
     case = Case.from_json(finding.case)
     if finding.verdict.get("symptom") == "fake-real-mismatch":
@@ -255,7 +259,7 @@ def render_repro(finding) -> str:
     config_lines = []
     extra = ""
     if lane.get("setup") == "triton-interpreter":
-        extra = _strip_module_docstring((ORACLES_DIR / "triton_cpu.py").read_text())
+        extra = _strip_module_docstring(_module_path("symfuzz.oracles.lanes.triton_cpu").read_text())
         config_lines.append("    enable_triton_interpreter()")
     if lane.get("config"):
         config_lines.append("    import torch._inductor.config as inductor_config")
@@ -277,9 +281,9 @@ def render_repro(finding) -> str:
     if lane.get("runner"):
         # torch.export lanes: the runner (oracles/export_runner.py, inlined) exports at the
         # first call and runs the exported artifact on every call, as the campaign did.
-        from oracles.runners import ARTIFACTS, runner_spec
+        from symfuzz.oracles.lanes.runners import ARTIFACTS, runner_spec
 
-        extra = _strip_module_docstring((ORACLES_DIR / "export_runner.py").read_text())
+        extra = _strip_module_docstring(_module_path("symfuzz.oracles.lanes.export_runner").read_text())
         artifact = ARTIFACTS[lane["runner"]]
         make_compiled = (f"build_exported_runner(fn, {runner_spec(case)!r}, CALLS, make_args, "
                          f"{lane.get('device', 'cpu')!r}, artifact={artifact!r})")
@@ -306,6 +310,6 @@ def render_repro(finding) -> str:
         device=lane.get("device", "cpu"),
         exit_reproduced=EXIT_REPRODUCED,
         exit_fixed=EXIT_FIXED,
-        standalone=_strip_module_docstring((ORACLES_DIR / "standalone.py").read_text()),
+        standalone=_strip_module_docstring(_module_path("symfuzz.fuzz.script_runtime").read_text()),
         extra=extra,
     )

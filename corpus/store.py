@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from .atomic import append_line, write_json, write_text
-from .finding import Finding
-from .repro import render_repro
+from symfuzz.corpus.atomic import append_line, write_json, write_text
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.repro import render_repro
 
 
 class FindingStore:

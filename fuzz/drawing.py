@@ -50,7 +50,7 @@ else:  # pragma: no cover
 
 def generate(seed: int, index: int, config):
     """The case for (seed, index): a pure function of both and the versions."""
-    from .generate import draw_case
+    from symfuzz.fuzz.generate import draw_case
 
     kwargs = {"provider": PROVIDER} if PROVIDER is not None else {}
     data = ConjectureData(random=Random(f"symfuzz:{seed}:{index}"), **kwargs)
@@ -62,6 +62,6 @@ def generate(seed: int, index: int, config):
 
 def case_from_choices(choices, config):
     """Replay a case from its recorded Hypothesis choice sequence."""
-    from .generate import draw_case
+    from symfuzz.fuzz.generate import draw_case
 
     return draw_case(ConjectureData.for_choices(choices).draw, config)

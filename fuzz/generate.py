@@ -35,14 +35,13 @@ import hypothesis.strategies as st
 import torch
 import torch.nn.functional as torch_F
 
-from oracles.standalone import make_arg
+from symfuzz.fuzz.script_runtime import make_arg
 
-from .case import ArgSpec, Call, Case, Schedule
-from .schedule import apply_hint_mode, draw_config, draw_marks
-from .ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program,
-                 SizeNode, node_reads, render_node)
-from .specs import all_specs
-from .specs.base import DTYPE_KIND, FLOAT, OpSpec, Operand, ParamContext
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.schedule import apply_hint_mode, draw_config, draw_marks
+from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program, SizeNode, node_reads, render_node)
+from symfuzz.fuzz.specs import all_specs
+from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT, OpSpec, Operand, ParamContext
 
 Draw = Callable[[st.SearchStrategy], Any]
 
@@ -754,7 +753,7 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
 def _merge_required_config(schedule_config: dict, program: Program) -> None:
     """Flags the program's ops need (e.g. capturing data-dependent sizes)."""
     try:
-        from .specs import required_dynamo_config
+        from symfuzz.fuzz.specs import required_dynamo_config
     except ImportError:  # no op family needs any flag
         return
     for flag, value in required_dynamo_config(program).items():

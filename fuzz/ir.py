@@ -200,7 +200,7 @@ class Program:
 
 def render_node(node: Node) -> list[str]:
     # Imported here: specs import this module for the node types.
-    from .specs import get_spec
+    from symfuzz.fuzz.specs import get_spec
 
     if isinstance(node, OpNode):
         # A spec's template may put statements before the expression (one per

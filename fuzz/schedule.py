@@ -51,7 +51,7 @@ MARK_WEIGHTS = [("auto", 6), ("dynamic", 4), ("maybe_dynamic", 2), ("static", 2)
 
 
 def _weighted(draw: Draw, pairs):
-    from .generate import weighted  # generate imports this module: import at call time
+    from symfuzz.fuzz.generate import weighted  # generate imports this module: import at call time
 
     return weighted(draw, pairs)
 
@@ -152,7 +152,7 @@ def demands_specialization(program) -> bool:
     """
     import re
 
-    from .ir import BranchNode, EffectNode, GraphBreakNode, OpNode, SizeNode, render_node
+    from symfuzz.fuzz.ir import BranchNode, EffectNode, GraphBreakNode, OpNode, SizeNode, render_node
 
     size_names: set[str] = set()  # ints computed from sizes by earlier SizeNodes
     for node in program.body:

@@ -89,9 +89,7 @@ def run_capture(script: Path, folder: Path, *, accuracy: bool, timeout: float,
                 env: Optional[dict] = None, args: tuple = ()) -> CaptureRun:
     """Run ``script`` (with ``args``) under the recording bootstrap, from the
     current directory as ``python script.py`` would be; the records it left."""
-    from corpus.replay import (
-        ScriptRunner,  # parent side only: symfuzz is importable here
-    )
+    from symfuzz.corpus.replay import ScriptRunner
 
     script = Path(script).resolve()
     folder = Path(folder).resolve()
@@ -319,7 +317,7 @@ class Recorder:
         if self.standalone is None:
             import importlib.util
 
-            path = Path(__file__).resolve().parent.parent / "oracles" / "standalone.py"
+            path = Path(importlib.util.find_spec("symfuzz.fuzz.script_runtime").origin)
             spec = importlib.util.spec_from_file_location("_symfuzz_standalone", path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)

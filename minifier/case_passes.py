@@ -19,11 +19,10 @@ import re
 from dataclasses import replace
 from typing import Iterator, Optional
 
-from fuzz.case import ArgSpec, Call, Case
-from fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program,
-                     SizeNode, node_reads)
+from symfuzz.fuzz.case import ArgSpec, Call, Case
+from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program, SizeNode, node_reads)
 
-from .case_subject import CaseSubject
+from symfuzz.minifier.case_subject import CaseSubject
 
 SIDE_EFFECTS = (EffectNode, CheckNode, GraphBreakNode)
 FRESH_SEED = 7_000
@@ -45,8 +44,8 @@ def _values_at(program_json: str, call_json: str) -> dict:
     None for anything else (tuples, lists)."""
     import torch
 
-    from oracles.execute import PROGRAM_GLOBALS_SOURCE
-    from oracles.standalone import make_args
+    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
+    from symfuzz.fuzz.script_runtime import make_args
 
     program = Program.from_json(json.loads(program_json))
     namespace: dict = {}

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from corpus.finding import Finding
-from corpus.repro import render_repro
-from fuzz.case import Case
-from fuzz.ir import OpNode
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.repro import render_repro
+from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.ir import OpNode
 
 # Marks that make a dim symbolic when the compile sees it.
 DYNAMIC_MARKS = ("dynamic", "maybe_dynamic", "unbacked")
@@ -79,18 +79,18 @@ class CaseSubject:
         return render_repro(self.finding())
 
     def repro_script(self) -> str:
-        from .compact import render_compact
+        from symfuzz.minifier.compact import render_compact
 
         return render_compact(self) or self.query_script()
 
     def plausible(self) -> bool:
-        from .case_passes import plausible
+        from symfuzz.minifier.case_passes import plausible
 
         return plausible(self)
 
     def repro_matches(self, outcome) -> bool:
         """Does a run of ``repro_script()`` show this subject's bug?"""
-        from .compact import compact_matches
+        from symfuzz.minifier.compact import compact_matches
 
         return compact_matches(self, outcome)
 

@@ -57,7 +57,7 @@ TOLERANCES = '''TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1e-4,
 
 
 def _arg_expr(arg) -> str:
-    from oracles.standalone import base_shape
+    from symfuzz.fuzz.script_runtime import base_shape
 
     layout = arg.layout or {"kind": "contiguous"}
     kind = layout.get("kind", "contiguous")

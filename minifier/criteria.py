@@ -18,7 +18,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from .driver import Criterion, QueryOutcome
+from symfuzz.minifier.driver import Criterion, QueryOutcome
 
 ACCURACY_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "unsound-guard")
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Protocol
 
-from corpus.atomic import write_json, write_text
-from corpus.replay import ScriptRunner
-from corpus.replay import result_line as parse_result
+from symfuzz.corpus.atomic import write_json, write_text
+from symfuzz.corpus.replay import ScriptRunner
+from symfuzz.corpus.replay import result_line as parse_result
 
 
 class Subject(Protocol):

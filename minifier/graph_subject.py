@@ -23,6 +23,7 @@ query script, so the repro users get is exactly what was checked.
 
 from __future__ import annotations
 
+import importlib.util
 import ast
 import copy
 import math
@@ -31,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-ORACLES_DIR = Path(__file__).resolve().parent.parent / "oracles"
 
 EXIT_OK, EXIT_FAILS, EXIT_INVALID = 0, 1, 2
 # Saved input values with at most this many elements are written into the script.
@@ -473,7 +473,7 @@ def _judge_source(accuracy: bool) -> str:
 
 def _standalone_pieces(names: list[str]) -> list[str]:
     """Source of top-level assignments, functions and classes of standalone.py, in file order."""
-    text = (ORACLES_DIR / "standalone.py").read_text()
+    text = Path(importlib.util.find_spec("symfuzz.fuzz.script_runtime").origin).read_text()
     lines = text.splitlines()
     pieces, found = [], set()
     for node in ast.parse(text).body:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .criteria import AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
-from .driver import Criterion, Driver, OriginalDoesNotFail, Result
+from symfuzz.minifier.criteria import AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
+from symfuzz.minifier.driver import Criterion, Driver, OriginalDoesNotFail, Result
 
 
 class MinifyError(Exception):
@@ -72,10 +72,10 @@ def finding_failure_id(finding) -> str:
 
 
 def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
-    from corpus.store import load_findings
+    from symfuzz.corpus.store import load_findings
 
-    from .case_passes import CASE_PASSES
-    from .case_subject import CaseSubject
+    from symfuzz.minifier.case_passes import CASE_PASSES
+    from symfuzz.minifier.case_subject import CaseSubject
 
     try:
         findings = load_findings(path)
@@ -98,7 +98,7 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
 
 
 def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
-    from .script import ScriptError, prepare_script
+    from symfuzz.minifier.script import ScriptError, prepare_script
 
     work, repro = _paths(options, path.with_name(path.stem + ".minified"))
     timeout = options.query_timeout or 300.0

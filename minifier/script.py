@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .capture import CaptureRun, run_capture
-from .graph_passes import PASSES
-from .graph_subject import GraphSubject
+from symfuzz.minifier.capture import CaptureRun, run_capture
+from symfuzz.minifier.graph_passes import PASSES
+from symfuzz.minifier.graph_subject import GraphSubject
 
 
 class ScriptError(Exception):

@@ -15,15 +15,15 @@ __all__ = ["CHECKS", "Report", "check"]
 
 def __getattr__(name):
     if name == "check":
-        from opcheck.api import check
+        from symfuzz.opcheck.api import check
 
         return check
     if name == "Report":
-        from opcheck.report import Report
+        from symfuzz.opcheck.report import Report
 
         return Report
     if name == "CHECKS":
-        from opcheck.store import CHECKS
+        from symfuzz.opcheck.store import CHECKS
 
         return CHECKS
-    raise AttributeError(f"module 'opcheck' has no attribute {name!r}")
+    raise AttributeError(f"module 'symfuzz.opcheck' has no attribute {name!r}")

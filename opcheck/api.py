@@ -6,25 +6,17 @@ import time
 
 import torch
 
-from opcheck.checks.autograd import AutogradRegistrationCheck, GradientCheck
-from opcheck.checks.common import (
-    OpCheckUsageError,
-    Problem,
-    first_line,
-    float_slots,
-    make_template,
-    op_name,
-    resolve_op,
-)
-from opcheck.checks.compile import AotDispatchDynamicCheck, InductorDynamicCheck
-from opcheck.checks.fake import DataDependence, FakeTensorCheck, SymbolicFakeCheck
-from opcheck.checks.schema import SchemaCheck
-from opcheck.contracts import assign as assign_contracts
-from opcheck.inputs import Template
-from opcheck.report import CheckResult, Failure, Report
-from opcheck.repro import render
-from opcheck.store import CHECKS
-from opcheck.variants import REJECTED, Sweep, Variant, search, shrink
+from symfuzz.opcheck.checks.autograd import AutogradRegistrationCheck, GradientCheck
+from symfuzz.opcheck.checks.common import (OpCheckUsageError, Problem, first_line, float_slots, make_template, op_name, resolve_op)
+from symfuzz.opcheck.checks.compile import AotDispatchDynamicCheck, InductorDynamicCheck
+from symfuzz.opcheck.checks.fake import DataDependence, FakeTensorCheck, SymbolicFakeCheck
+from symfuzz.opcheck.checks.schema import SchemaCheck
+from symfuzz.opcheck.contracts import assign as assign_contracts
+from symfuzz.opcheck.inputs import Template
+from symfuzz.opcheck.report import CheckResult, Failure, Report
+from symfuzz.opcheck.repro import render
+from symfuzz.opcheck.store import CHECKS
+from symfuzz.opcheck.variants import REJECTED, Sweep, Variant, search, shrink
 
 DEFAULT_BUDGET = 120.0  # seconds per op, shared by its checks
 

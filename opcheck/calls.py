@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-from corpus.atomic import write_text
+from symfuzz.corpus.atomic import write_text
 
 FORMAT_VERSION = 1
 MAX_STORED_ELEMENTS = 1 << 20
@@ -251,7 +251,7 @@ def _overload_name(func, args, kwargs) -> str | None:
 
 def _copy(value):
     if isinstance(value, torch.Tensor):
-        from opcheck.inputs import copy_exactly
+        from symfuzz.opcheck.inputs import copy_exactly
 
         out = copy_exactly(value)
         return out.requires_grad_() if value.requires_grad else out

@@ -67,10 +67,10 @@ def cmd_opcheck(args) -> int:
 
 
 def _run(args) -> int:
-    from opcheck.calls import CallsFileError, read_calls, read_header
-    from opcheck.checks.common import OpCheckUsageError, op_name, resolve_op
-    from opcheck.runner import Task, run_ops
-    from opcheck.store import StoreError, XfailStore, apply_results
+    from symfuzz.opcheck.calls import CallsFileError, read_calls, read_header
+    from symfuzz.opcheck.checks.common import OpCheckUsageError, op_name, resolve_op
+    from symfuzz.opcheck.runner import Task, run_ops
+    from symfuzz.opcheck.store import StoreError, XfailStore, apply_results
 
     if args.accept and args.store is None:
         raise OpcheckUsage("--accept needs --store PATH (the file to rewrite)")
@@ -111,7 +111,7 @@ def _run(args) -> int:
         raise OpcheckUsage("nothing to check: name ops (NS::OP), --namespace NS, or --from CALLS")
     try:
         ops = list(dict.fromkeys(op_name(resolve_op(n)) for n in names))
-        from opcheck.api import _check_names
+        from symfuzz.opcheck.api import _check_names
 
         checks = _check_names(args.checks) if args.checks else None
     except OpCheckUsageError as exc:
@@ -123,8 +123,8 @@ def _run(args) -> int:
         except StoreError as exc:
             raise OpcheckUsage(str(exc)) from None
 
-    from opcheck.contracts import parse_fixed
-    from opcheck.store import normalize_op
+    from symfuzz.opcheck.contracts import parse_fixed
+    from symfuzz.opcheck.store import normalize_op
 
     try:
         fixed = parse_fixed(args.fixed)
@@ -165,7 +165,7 @@ def _ops_in_namespace(ns: str) -> list[str]:
 
 
 def _summarize(reports, store, args, apply_results) -> int:
-    from opcheck.store import XfailStore
+    from symfuzz.opcheck.store import XfailStore
 
     expected = store if store is not None else XfailStore("(no store: every failure is unexpected)")
     unexpected = 0

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from opcheck.task import event_writer, kill_group
+from symfuzz.opcheck.task import event_writer, kill_group
 
 SHRINK_SECONDS = 60.0  # at most, per crashing op
 
@@ -64,7 +64,7 @@ def _probe(task, op, last, variant, confirm, tmp, deadline):
         json.dump({"task": task.__dict__, "op": op, "sample": last.get("sample", 0), "variant": variant,
                    "confirm": confirm}, f)
     open(events_path, "w").close()
-    child = subprocess.Popen([sys.executable, "-m", "opcheck.crashes", probe_path, events_path],
+    child = subprocess.Popen([sys.executable, "-m", "symfuzz.opcheck.crashes", probe_path, events_path],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         code = child.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -81,11 +81,11 @@ def _probe(task, op, last, variant, confirm, tmp, deadline):
 
 
 def _probe_main(probe_path: str, events_path: str) -> int:
-    from opcheck.api import _normalize_samples, sample_templates
-    from opcheck.checks.common import resolve_op, run_real
-    from opcheck.repro import crash_repro
-    from opcheck.task import Task, load_task, recorded_samples, schema_samples
-    from opcheck.variants import Sweep, Variant
+    from symfuzz.opcheck.api import _normalize_samples, sample_templates
+    from symfuzz.opcheck.checks.common import resolve_op, run_real
+    from symfuzz.opcheck.repro import crash_repro
+    from symfuzz.opcheck.task import Task, load_task, recorded_samples, schema_samples
+    from symfuzz.opcheck.variants import Sweep, Variant
 
     with open(probe_path) as f:
         probe = json.load(f)

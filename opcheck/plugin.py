@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from opcheck.store import CHECKS, StoreError, XfailStore, apply_results, normalize_op
+from symfuzz.opcheck.store import CHECKS, StoreError, XfailStore, apply_results, normalize_op
 
 DEFAULT_BUDGET = 60.0  # seconds per op; opcheck.api's own default (120) is meant for one op at a time
 DEFAULT_CALLS = ".symfuzz/opcheck-calls.jsonl"  # relative to rootdir
@@ -153,7 +153,7 @@ def _settings(config) -> Settings | None:
         raise pytest.UsageError(f"opcheck accept mode ({accept}) needs a store to write: --opcheck-store=PATH")
     fixed_lines = config.getoption("opcheck_fixed")
     fixed_lines = config.getini("opcheck_fixed") if fixed_lines is None else fixed_lines
-    from opcheck.contracts import parse_fixed  # no torch there: the plugin must load without it
+    from symfuzz.opcheck.contracts import parse_fixed  # no torch there: the plugin must load without it
 
     try:
         fixed = parse_fixed(fixed_lines)
@@ -304,7 +304,7 @@ class OpcheckSession:
     def pytest_runtest_call(self, item):
         # Only the call phase: fixtures' setup and teardown calls are not the test's samples.
         # torch: imported only here, in processes that run tests, and only with --opcheck.
-        from opcheck.calls import CallRecorder, dedupe
+        from symfuzz.opcheck.calls import CallRecorder, dedupe
 
         try:
             with CallRecorder(self.settings.namespaces, test=item.nodeid, sink=self.calls, skipped=self.unrecorded):
@@ -328,7 +328,7 @@ class OpcheckSession:
             if error:
                 self.notes.append(f"{name} went down ({error}): its opcheck results are lost")
             return
-        from opcheck.report import Report  # plain data, no torch
+        from symfuzz.opcheck.report import Report  # plain data, no torch
 
         data = json.loads(payload)
         reports = [Report.from_json(r) for r in data["reports"]]
@@ -403,8 +403,8 @@ class OpcheckSession:
         if not self.calls:
             self.calls_path.unlink(missing_ok=True)  # the file describes this run: no stale calls
             return
-        from opcheck.calls import encode_call, stored_exactly, write_calls
-        from opcheck.provenance import provenance, registrations
+        from symfuzz.opcheck.calls import encode_call, stored_exactly, write_calls
+        from symfuzz.opcheck.provenance import provenance, registrations
 
         # An argument the file format can't hold (a custom object, ...) drops that call
         # from the file: the child process rebuilds its inputs from the file.
@@ -442,7 +442,7 @@ class OpcheckSession:
             calls_path.unlink(missing_ok=True)  # the file describes this run: no stale calls
             return
         # This imports torch on the controller too: merging needs call signatures.
-        from opcheck.calls import CallsFileError, read_calls, read_header, write_calls
+        from symfuzz.opcheck.calls import CallsFileError, read_calls, read_header, write_calls
 
         calls, merged = [], {"modules": [], "paths": [], "extra_modules": [], "libraries": [], "registrations": {}}
         for part in self.parts:
@@ -470,9 +470,9 @@ class OpcheckSession:
         """
         if not self.calls:
             return
-        from opcheck.calls import read_header
-        from opcheck.report import Report
-        from opcheck.runner import ChildImportError, Task, run_ops
+        from symfuzz.opcheck.calls import read_header
+        from symfuzz.opcheck.report import Report
+        from symfuzz.opcheck.runner import ChildImportError, Task, run_ops
 
         self.checks_run = True
         by_op = {}
@@ -527,9 +527,9 @@ class OpcheckSession:
                         "--opcheck-in-process checks it in this process, without crash isolation")))
 
     def _check_in_process(self, op, calls, out, fixed=None):
-        from opcheck.api import check
-        from opcheck.checks.common import OpCheckUsageError
-        from opcheck.report import Report
+        from symfuzz.opcheck.api import check
+        from symfuzz.opcheck.checks.common import OpCheckUsageError
+        from symfuzz.opcheck.report import Report
 
         samples = [(call.args, call.kwargs) for call in calls]
         if out is not None:

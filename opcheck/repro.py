@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from opcheck.inputs import MAKE_SOURCE, Case
+from symfuzz.opcheck.inputs import MAKE_SOURCE, Case
 
 _TOLERANCES = "{torch.float16: (1e-2, 1e-2), torch.bfloat16: (3e-2, 3e-2), torch.float32: (1e-4, 1e-5), torch.float64: (1e-7, 1e-7)}"
 
 
 def op_module(op) -> str | None:
     """The Python module that registered ``op``, if torch's records tell (opcheck.provenance)."""
-    from opcheck.provenance import registering_modules
+    from symfuzz.opcheck.provenance import registering_modules
 
     modules = registering_modules(op._schema.name)
     return modules[0] if modules else None

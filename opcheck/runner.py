@@ -28,8 +28,8 @@ import sys
 import tempfile
 import time
 
-from opcheck.report import Report
-from opcheck.task import Task, event_writer, kill_group, load_task, recorded_samples, schema_samples
+from symfuzz.opcheck.report import Report
+from symfuzz.opcheck.task import Task, event_writer, kill_group, load_task, recorded_samples, schema_samples
 
 
 class ChildImportError(Exception):
@@ -39,7 +39,7 @@ class ChildImportError(Exception):
 def op_timeout(task: Task) -> float:
     """How long one op may take before its child is killed as hung: the
     budget bounds the search, not one kernel call or the first compile."""
-    from opcheck.api import DEFAULT_BUDGET
+    from symfuzz.opcheck.api import DEFAULT_BUDGET
 
     if task.timeout is not None:
         return task.timeout
@@ -91,8 +91,8 @@ def died_report(task: Task, op: str, status: dict, state: dict) -> Report:
     fails with the input it had been given, as a ``kernel-crash`` (a signal),
     ``hang`` or ``process-exit``; the checks after it were not run.
     """
-    from opcheck.report import CheckResult, Failure
-    from opcheck.store import CHECKS
+    from symfuzz.opcheck.report import CheckResult, Failure
+    from symfuzz.opcheck.store import CHECKS
 
     last = state.get("last_input")
     if not last:  # it died outside any input: loading, or the sample itself
@@ -116,7 +116,7 @@ def _probe_crash(task: Task, report: Report, last: dict) -> None:
     """Call the real kernel alone on the crashing input, in probe processes:
     a kernel crash is confirmed (and its input shrunk), or the blame moves to
     the check's machinery (opcheck.crashes)."""
-    from opcheck.crashes import SHRINK_SECONDS, shrink_crash
+    from symfuzz.opcheck.crashes import SHRINK_SECONDS, shrink_crash
 
     failure = report.results[last["check"]].failures[0]
     # Not tied to the budget: each probe pays a process start, and a crash is worth confirming.
@@ -141,9 +141,9 @@ def _run_child(task_path, out_path, timeout, reports, on_start, on_report, memor
 
 
 def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, memory_limit_mb):
-    from corpus.replay import resident_mb
+    from symfuzz.corpus.replay import resident_mb
 
-    child = subprocess.Popen([sys.executable, "-m", "opcheck.runner", task_path, out_path],
+    child = subprocess.Popen([sys.executable, "-m", "symfuzz.opcheck.runner", task_path, out_path],
                              stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
     state = {"current": None, "since": time.monotonic(), "last_input": None, "done": {}}
 
@@ -231,8 +231,8 @@ def _death(code, stderr) -> dict:
 
 
 def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[Report]:
-    from opcheck.api import check
-    from opcheck.checks.common import OpCheckUsageError
+    from symfuzz.opcheck.api import check
+    from symfuzz.opcheck.checks.common import OpCheckUsageError
 
     import_failures = load_task(task, emit)
     samples = recorded_samples(task)
@@ -273,7 +273,7 @@ def _not_rebuilt(task: Task, op: str) -> str:
     expected = task.registrations.get(op)
     if not expected:
         return ""
-    from opcheck.provenance import missing_registrations
+    from symfuzz.opcheck.provenance import missing_registrations
 
     return ", ".join(missing_registrations(expected, op.split(".")[0]))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from opcheck.checks.common import OpCheckUsageError
+from symfuzz.opcheck.checks.common import OpCheckUsageError
 
 # Shapes to try for the tensor arguments, in order: elementwise-like, a
 # matmul chain, vectors, 3-D, scalars.

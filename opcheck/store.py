@@ -20,7 +20,7 @@ this module and must not import torch.
 import json
 import re
 
-from corpus.atomic import write_text
+from symfuzz.corpus.atomic import write_text
 
 CHECKS = (
     "schema",

@@ -69,8 +69,8 @@ def load_task(task: Task, emit=None) -> list[str]:
 
 def schema_samples(op: str) -> list:
     """A sample made from the schema, for an op nobody recorded a call of."""
-    from opcheck.checks.common import resolve_op
-    from opcheck.schema_samples import sample_from_schema
+    from symfuzz.opcheck.checks.common import resolve_op
+    from symfuzz.opcheck.schema_samples import sample_from_schema
 
     return [sample_from_schema(resolve_op(op))]
 
@@ -78,7 +78,7 @@ def schema_samples(op: str) -> list:
 def recorded_samples(task: Task) -> dict:
     if not task.calls_file:
         return {}
-    from opcheck.calls import read_calls
+    from symfuzz.opcheck.calls import read_calls
 
     out: dict = {}
     for call in read_calls(task.calls_file):

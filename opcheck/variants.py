@@ -24,15 +24,8 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from opcheck.contracts import Contracts
-from opcheck.inputs import (
-    FLOAT_DTYPES,
-    INT_DTYPES,
-    LAYOUTS,
-    Case,
-    Template,
-    TensorInput,
-)
+from symfuzz.opcheck.contracts import Contracts
+from symfuzz.opcheck.inputs import FLOAT_DTYPES, INT_DTYPES, LAYOUTS, Case, Template, TensorInput
 
 REJECTED = "rejected"  # a check's answer when the real kernel refused the input
 

@@ -1,7 +1,4 @@
-"""Lanes, running a case through one, and the oracles that judge the run."""
+"""The oracles that judge a run: each reads what a case did on a lane and returns a Verdict.
 
-from .lanes import LANES, Lane, get_lane
-from .registry import ORACLES, judge, oracle
-from .verdict import Verdict
-
-__all__ = ["LANES", "Lane", "ORACLES", "Verdict", "get_lane", "judge", "oracle"]
+Lanes and execution live below, in ``symfuzz.oracles.lanes``.
+"""

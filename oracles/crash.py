@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import standalone
-from .registry import oracle
-from .verdict import Verdict, passed
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.registry import oracle
+from symfuzz.oracles.verdict import Verdict, passed
 
 
 def fresh_compile_passed(call) -> bool:
@@ -19,23 +19,23 @@ def crash_oracle(case, run) -> Verdict:
     Compiled raising alone is a crash; compiled returning a result for input
     that eager rejects is "accepts-invalid" (the compiler skipped a check).
     Torch refusing the schedule's own marks is not a crash (see
-    ``standalone.rejection``); a refusal that is an over-specialization is
+    ``script_runtime.rejection``); a refusal that is an over-specialization is
     the recompiles oracle's to report.
     """
     for index, call in enumerate(run.calls):
         e_err, c_err = "error" in call.eager, "error" in call.compiled
         if e_err == c_err or fresh_compile_passed(call):
             continue
-        failure = standalone.judge_call(call.eager, call.compiled, None, run.context)
+        failure = script_runtime.judge_call(call.eager, call.compiled, None, run.context)
         if failure is None or failure["symptom"] == "over-specialization":
             continue
-        key = standalone.failure_key(failure, run.output_ops)
+        key = script_runtime.failure_key(failure, run.output_ops)
         return Verdict(
             ok=False,
             oracle="crash",
             symptom=failure["symptom"],
             stage=failure["stage"],
-            signature=standalone.signature(failure["symptom"], run.lane, key),
+            signature=script_runtime.signature(failure["symptom"], run.lane, key),
             call_index=index,
             evidence={"error": failure["error"], "detail": failure.get("detail", "")},
         )

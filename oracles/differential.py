@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from . import standalone
-from .crash import fresh_compile_passed
-from .registry import oracle
-from .verdict import Verdict, passed
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.crash import fresh_compile_passed
+from symfuzz.oracles.registry import oracle
+from symfuzz.oracles.verdict import Verdict, passed
 
 
 @oracle("differential")
@@ -20,16 +20,16 @@ def differential_oracle(case, run) -> Verdict:
     for index, call in enumerate(run.calls):
         if "error" in call.eager or "error" in call.compiled or fresh_compile_passed(call):
             continue
-        diff = standalone.compare(call.eager["out"], call.compiled["out"], call.reference)
+        diff = script_runtime.compare(call.eager["out"], call.compiled["out"], call.reference)
         if diff is None:
             continue
-        key = standalone.failure_key(diff, run.output_ops)
+        key = script_runtime.failure_key(diff, run.output_ops)
         return Verdict(
             ok=False,
             oracle="differential",
             symptom=diff["symptom"],
             stage="runtime",
-            signature=standalone.signature(diff["symptom"], run.lane, key),
+            signature=script_runtime.signature(diff["symptom"], run.lane, key),
             call_index=index,
             evidence={"path": diff["path"], "detail": diff["detail"], "graphs_at_call": call.graphs},
         )

@@ -4,7 +4,7 @@ Two findings, both about dynamism the schedule asked for and did not get:
 
 - over-specialization: a dim marked dynamic (``mark_dynamic``) was
   specialized to a constant although the program never compares or branches
-  on a size (``standalone.rejection`` decides, identically in repro scripts);
+  on a size (``script_runtime.rejection`` decides, identically in repro scripts);
 - excess recompiles: under ``torch.compile(dynamic=True)``, a call that our
   model of the installed guards says must reuse the cached graph (every
   ShapeEnv guard, range, duck-size equality and static size holds, same
@@ -16,9 +16,9 @@ recompiles the guard managers did not predict are counted in stats only.
 
 from __future__ import annotations
 
-from . import standalone
-from .registry import oracle
-from .verdict import Verdict, passed
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.registry import oracle
+from symfuzz.oracles.verdict import Verdict, passed
 
 
 def _comparable(case, index, other) -> bool:
@@ -37,11 +37,11 @@ def _comparable(case, index, other) -> bool:
 def recompiles_oracle(case, run) -> Verdict:
     for index, call in enumerate(run.calls):
         if "error" in call.compiled and "error" not in call.eager:
-            failure = standalone.judge_call(call.eager, call.compiled, None, run.context)
+            failure = script_runtime.judge_call(call.eager, call.compiled, None, run.context)
             if failure is not None and failure["symptom"] == "over-specialization":
-                key = standalone.failure_key(failure, run.output_ops)
+                key = script_runtime.failure_key(failure, run.output_ops)
                 return Verdict(False, "recompiles", "over-specialization", "dynamo",
-                               standalone.signature("over-specialization", run.lane, key), index,
+                               script_runtime.signature("over-specialization", run.lane, key), index,
                                {"error": failure["error"], "detail": failure["detail"]})
     the_case = run.case or case
     compiling = run.guards.get("model_call")
@@ -54,7 +54,7 @@ def recompiles_oracle(case, run) -> Verdict:
                 if "stride" in reason:
                     continue
                 return Verdict(False, "recompiles", "excess-recompiles", "guard",
-                               standalone.signature("excess-recompiles", run.lane, reason), index,
+                               script_runtime.signature("excess-recompiles", run.lane, reason), index,
                                {"detail": f"recompiled although every guard of the graph compiled at call {compiling} holds",
                                 "recompile_reason": reason, "guards": run.guards.get("guards", [])})
     return passed("recompiles")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .verdict import Verdict
+from symfuzz.oracles.verdict import Verdict
 
 Oracle = Callable[..., Verdict]
 ORACLES: dict[str, Oracle] = {}
@@ -28,7 +28,7 @@ def oracle(name: str):
 
 def judge(case, run, names=None) -> list[Verdict]:
     """Every (or the named) oracle's verdict on one run."""
-    from . import crash, differential, recompiles, reuse, symbolic_meta  # noqa: F401 - registers the built-in oracles
+    from symfuzz.oracles import crash, differential, recompiles, reuse, symbolic_meta  # noqa: F401 - registers the built-in oracles
 
     chosen = names or list(ORACLES)
     return [ORACLES[name](case, run) for name in chosen]

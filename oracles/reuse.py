@@ -9,9 +9,9 @@ through: a guard is missing or too weak.
 
 from __future__ import annotations
 
-from . import standalone
-from .registry import oracle
-from .verdict import Verdict, passed
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.registry import oracle
+from symfuzz.oracles.verdict import Verdict, passed
 
 
 @oracle("reuse-soundness")
@@ -24,10 +24,10 @@ def reuse_oracle(case, run) -> Verdict:
     for index, call in enumerate(run.calls):
         if call.fresh is None or call.fresh.get("failure") is not None:
             continue
-        failure = standalone.judge_call(call.eager, call.compiled, call.reference, run.context)
+        failure = script_runtime.judge_call(call.eager, call.compiled, call.reference, run.context)
         if failure is None:
             continue
-        key = "reuse|" + standalone.failure_key(failure, run.output_ops)
+        key = "reuse|" + script_runtime.failure_key(failure, run.output_ops)
         evidence = {"detail": failure.get("detail", ""), "path": failure.get("path"), "reused_symptom": failure["symptom"],
                     "purpose": call.purpose, "guard_manager_accepted": call.predicted_reuse}
         if "error" in failure:
@@ -37,7 +37,7 @@ def reuse_oracle(case, run) -> Verdict:
             oracle="reuse-soundness",
             symptom="unsound-guard",
             stage="guard",
-            signature=standalone.signature("unsound-guard", run.lane, key),
+            signature=script_runtime.signature("unsound-guard", run.lane, key),
             call_index=index,
             evidence=evidence,
         )

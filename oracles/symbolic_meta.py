@@ -83,25 +83,10 @@ needs symfuzz's IR (``stride_checked``) is computed here and handed to it
 
 from __future__ import annotations
 
-from .registry import oracle
-from .symbolic_trace import (  # noqa: F401 - the tracing and comparison, torch-only (inlined into repros)
-    DIM_DYNAMIC,
-    FX_FLAGS,
-    SIGNATURE_LANE,
-    SYMPTOM,
-    StrideBaseline,
-    TensorMeta,
-    Trace,
-    TraceFailed,
-    bind,
-    compare_call,
-    evaluate,
-    judge_calls,
-    real_strides,
-    violated_guard,
-)
-from .symbolic_trace import trace_symbolic as _trace_symbolic
-from .verdict import Verdict
+from symfuzz.oracles.registry import oracle
+from symfuzz.oracles.symbolic_trace import (DIM_DYNAMIC, FX_FLAGS, SIGNATURE_LANE, SYMPTOM, StrideBaseline, TensorMeta, Trace, TraceFailed, bind, compare_call, evaluate, judge_calls, real_strides, violated_guard)
+from symfuzz.oracles.symbolic_trace import trace_symbolic as _trace_symbolic
+from symfuzz.oracles.verdict import Verdict
 
 NAME = "symbolic-metadata"
 
@@ -137,7 +122,7 @@ def stride_checked(program, ops=None, fresh=None) -> set:
     """
     import re
 
-    from fuzz.ir import BranchNode, OpNode, render_node
+    from symfuzz.fuzz.ir import BranchNode, OpNode, render_node
 
     allowed = STRIDE_OPS if ops is None else ops
     fresh = FRESH_OPS if fresh is None else fresh
@@ -182,7 +167,7 @@ def stride_paths(program) -> set:
 
 def trace_symbolic(source: str, call: dict, config: dict | None = None):
     """``symbolic_trace.trace_symbolic`` with the globals programs run with."""
-    from .execute import PROGRAM_GLOBALS_SOURCE
+    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
 
     return _trace_symbolic(source, call, config, prelude=PROGRAM_GLOBALS_SOURCE)
 
@@ -200,7 +185,7 @@ def symbolic_metadata_oracle(case, run) -> Verdict:
     Passes, with the reason in ``evidence``, when the program cannot be traced
     symbolically.
     """
-    from .execute import load_function
+    from symfuzz.oracles.lanes.execute import load_function
 
     # The run's own case, when it has one, also holds calls planned during the run.
     ran = getattr(run, "case", None) or case

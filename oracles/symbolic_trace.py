@@ -16,7 +16,7 @@ import line. Do not import other project modules here, and keep
 
 import warnings
 
-from .standalone import failure_key, flatten, make_args, set_compile_config, signature
+from symfuzz.fuzz.script_runtime import failure_key, flatten, make_args, set_compile_config, signature
 
 SYMPTOM = "fake-real-mismatch"
 SIGNATURE_LANE = "fake-tensor"  # the trace is lane-independent; see oracles.symbolic_meta

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .execute import execute
-from .lanes import get_lane
-from .registry import judge
+from symfuzz.oracles.lanes.execute import execute
+from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.oracles.registry import judge
 
 # The layer a lane adds on top of the cheaper ones.
 LAYER_OF_LANE = {"eager": "dynamo", "aot_eager": "aot", "inductor-cpp": "inductor"}

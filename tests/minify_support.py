@@ -12,13 +12,13 @@ from conftest import ROOT, planted_env
 # at least MIN_OPS ops fails under the plant, and writes that finding.
 FIND_SCRIPT = r'''
 import json, sys
-from corpus.finding import Finding
-from corpus.store import FindingStore
-from fuzz.drawing import generate
-from fuzz.generate import GenConfig
-from fuzz.worker import run_case
-from minifier.case_passes import dead_code_eliminated
-from oracles.lanes import get_lane
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.store import FindingStore
+from symfuzz.fuzz.drawing import generate
+from symfuzz.fuzz.generate import GenConfig
+from symfuzz.worker import run_case
+from symfuzz.minifier.case_passes import dead_code_eliminated
+from symfuzz.oracles.lanes.lane import get_lane
 
 spec = json.loads(sys.argv[1])
 config = GenConfig(**spec["gen"])
@@ -31,7 +31,7 @@ for index in range(spec["tries"]):
     result = run_case(case, lane)
     wanted = [v for v in result["verdicts"] if v["symptom"] == spec["symptom"]]
     if wanted:
-        from fuzz.case import Case
+        from symfuzz.fuzz.case import Case
         finding = Finding(case=result["case"], verdict=wanted[0], lane=lane.to_json())
         FindingStore(spec["out"]).add(finding)
         print(json.dumps({"index": index, "signature": finding.signature, "ops": len(ops)}))

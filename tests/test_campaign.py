@@ -14,7 +14,7 @@ def symfuzz(args, env_extra, timeout=600):
     env = dict(os.environ)
     env.update(env_extra)
     return subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", "fuzz", "--quiet", *args],
+        [sys.executable, "-m", "symfuzz.cli", "fuzz", "--quiet", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
     )
 
@@ -66,7 +66,7 @@ def test_ctrl_c_keeps_every_candidate(tmp_path):
     env = dict(os.environ)
     env.update(planted_env("segfault-cos"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fuzz.cli", "fuzz", "--quiet", "--lane", "eager", "--ops", "cos", "--max-ops", "2",
+        [sys.executable, "-m", "symfuzz.cli", "fuzz", "--quiet", "--lane", "eager", "--ops", "cos", "--max-ops", "2",
          "--jobs", "1", "--budget", "5m", "--out", str(out)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )

@@ -11,9 +11,9 @@ import sys
 import time
 
 from conftest import ROOT, planted_env
-from fuzz.canary import canary_case, canary_failure
-from fuzz.cli import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, fuzz_exit_code
-from fuzz.health import InternalErrors, ProgramHealth, cause_of, exception_line, too_many_internal_errors
+from symfuzz.canary import canary_case, canary_failure
+from symfuzz.cli import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, fuzz_exit_code
+from symfuzz.health import InternalErrors, ProgramHealth, cause_of, exception_line, too_many_internal_errors
 
 # ---------------------------------------------------------------- causes
 
@@ -127,7 +127,7 @@ def test_exit_codes_and_their_precedence():
 
 
 def test_the_exit_codes_are_in_the_help():
-    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "fuzz", "--help"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "symfuzz.cli", "fuzz", "--help"], cwd=ROOT, capture_output=True, text=True)
     for code in ("0 ", "1 ", "2 ", "3 ", "130 "):
         assert f"\n  {code}" in proc.stdout, proc.stdout
 
@@ -151,9 +151,9 @@ def test_canary_failure_names_the_cause():
 
 
 def test_the_canary_passes_on_the_eager_lane_and_recompiles_dynamically():
-    from fuzz.case import Case
-    from fuzz.worker import run_case
-    from oracles.lanes import get_lane
+    from symfuzz.fuzz.case import Case
+    from symfuzz.worker import run_case
+    from symfuzz.oracles.lanes.lane import get_lane
 
     case = canary_case()
     assert Case.from_json(json.loads(json.dumps(case.to_json()))) == case
@@ -170,7 +170,7 @@ def symfuzz(args, env_extra, timeout=600):
     env = dict(os.environ)
     env.update(env_extra)
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "fuzz", "--quiet", *args],
+    proc = subprocess.run([sys.executable, "-m", "symfuzz.cli", "fuzz", "--quiet", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     return proc, time.monotonic() - t0
 
@@ -191,7 +191,7 @@ def _error_lines(stderr: str) -> list:
 # torch 2.13, after which torch._dynamo has no `utils` and nothing compiles.
 BREAK_COMPILE_STACK = """\
 import sys
-if "fuzz.worker" in sys.orig_argv:
+if "symfuzz.worker" in sys.orig_argv:
     import torch._functorch._aot_autograd.runtime_wrappers
 """
 
@@ -216,7 +216,7 @@ def test_a_broken_compile_stack_stops_at_the_canary_with_exit_3(tmp_path):
 
 def test_a_worker_that_cannot_start_exits_3_with_the_cause(tmp_path):
     out = tmp_path / "out"
-    no_torch = 'import sys\nif "fuzz.worker" in sys.orig_argv:\n    sys.modules["torch"] = None\n'
+    no_torch = 'import sys\nif "symfuzz.worker" in sys.orig_argv:\n    sys.modules["torch"] = None\n'
     proc, seconds = symfuzz(["--lane", "eager", "--jobs", "2", "--budget", "5m", "--out", str(out)],
                             _env_with_sitecustomize(tmp_path, no_torch))
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -260,7 +260,7 @@ def test_a_few_internal_errors_still_end_with_exit_3(tmp_path):
 
 def test_a_canary_that_hangs_is_stopped_at_the_case_timeout(tmp_path):
     out = tmp_path / "out"
-    hang = ('import sys\nif "fuzz.worker" in sys.orig_argv:\n    import time\n    import fuzz.canary\n'
+    hang = ('import sys\nif "symfuzz.worker" in sys.orig_argv:\n    import time\n    import fuzz.canary\n'
             '    fuzz.canary.canary_case = lambda: time.sleep(3600)\n')
     proc, seconds = symfuzz(["--lane", "eager", "--jobs", "1", "--budget", "5m", "--case-timeout", "5s",
                              "--out", str(out)], _env_with_sitecustomize(tmp_path, hang))

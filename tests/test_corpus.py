@@ -7,13 +7,13 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from corpus.finding import Finding
-from corpus.replay import replay_finding
-from corpus.repro import render_repro
-from corpus.store import FindingStore, load_findings
-from fuzz.generate import GenConfig
-from fuzz.drawing import generate
-from oracles.lanes import get_lane
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.replay import replay_finding
+from symfuzz.corpus.repro import render_repro
+from symfuzz.corpus.store import FindingStore, load_findings
+from symfuzz.fuzz.generate import GenConfig
+from symfuzz.fuzz.drawing import generate
+from symfuzz.oracles.lanes.lane import get_lane
 
 
 def finding(index=0, signature="value-mismatch-0123456789", lane="eager"):
@@ -63,13 +63,13 @@ def test_replay_reports_fixed_for_a_finding_that_no_longer_fails(tmp_path):
     FindingStore(tmp_path / "findings").add(finding())
     [(folder, loaded)] = load_findings(tmp_path / "findings")
     assert replay_finding(loaded, timeout=300).status == "fixed"
-    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "replay", str(tmp_path / "findings")], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "symfuzz.cli", "replay", str(tmp_path / "findings")], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "fixed" in proc.stdout and "0/1 reproduced" in proc.stdout
 
 
 def test_replay_of_a_missing_path_is_a_usage_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "replay", str(tmp_path / "nope")], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "symfuzz.cli", "replay", str(tmp_path / "nope")], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -91,7 +91,7 @@ def test_triton_interpreter_repro_runs_standalone(tmp_path):
 
 
 def _outcome(symptom, code, out, evidence=None, exceeded=False):
-    from corpus.replay import classify
+    from symfuzz.corpus.replay import classify
 
     f = finding()
     f.verdict.update(symptom=symptom, evidence=evidence or {})

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis.internal.conjecture.data import ConjectureData
 
-from fuzz.case import Case
-from fuzz.generate import GenConfig, build_case, cases
-from fuzz.specs import FAMILIES, all_specs
-from fuzz.drawing import case_from_choices, generate
-from oracles.standalone import make_args, run_call
-from oracles.execute import load_function
+from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.generate import GenConfig, build_case, cases
+from symfuzz.fuzz.specs import FAMILIES, all_specs
+from symfuzz.fuzz.drawing import case_from_choices, generate
+from symfuzz.fuzz.script_runtime import make_args, run_call
+from symfuzz.oracles.lanes.execute import load_function
 
 N_CASES = 150
 
@@ -93,8 +93,8 @@ def test_a_seed_gives_the_same_case_whatever_process_draws_it(tmp_path):
 
     # A "user" module full of constants, loaded before drawing in another process.
     (tmp_path / "user_constants.py").write_text("VALUES = " + repr(list(range(7, 4000, 13))) + "\n")
-    code = ("import json, sys; import user_constants; from fuzz.drawing import generate; "
-            "from fuzz.generate import GenConfig; "
+    code = ("import json, sys; import user_constants; from symfuzz.fuzz.drawing import generate; "
+            "from symfuzz.fuzz.generate import GenConfig; "
             "sys.stdout.write(json.dumps([generate(3, i, GenConfig()).to_json() for i in range(8)], sort_keys=True))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           check=True)
@@ -124,7 +124,7 @@ def test_the_strategy_works_under_given(case):
 def test_float_to_integer_casts_saturate_so_no_undefined_behaviour_reaches_the_oracle():
     import torch
 
-    from fuzz.specs.base import cast_suffix
+    from symfuzz.fuzz.specs.base import cast_suffix
 
     assert cast_suffix("float32", "float32") == ""
     assert cast_suffix("int64", "float32") == ".to(torch.float32)"

@@ -6,16 +6,16 @@ import re
 import pytest
 import torch
 
-from fuzz.case import ArgSpec, Call, Case, Schedule
-from fuzz.ir import BranchNode, Input, OpNode, Program, SizeNode
-from fuzz.schedule import demands_specialization
-from oracles import standalone
-from oracles.execute import _would_reuse, execute, load_function
-from oracles.guards import build_model, plan_calls, recording_backend
-from oracles.lanes import get_lane
-from oracles.recompiles import recompiles_oracle
-from oracles.registry import judge
-from oracles.reuse import reuse_oracle
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import BranchNode, Input, OpNode, Program, SizeNode
+from symfuzz.fuzz.schedule import demands_specialization
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.lanes.execute import _would_reuse, execute, load_function
+from symfuzz.oracles.lanes.guards import build_model, plan_calls, recording_backend
+from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.oracles.recompiles import recompiles_oracle
+from symfuzz.oracles.registry import judge
+from symfuzz.oracles.reuse import reuse_oracle
 from conftest import PLANTS
 
 BRANCHY = Program(
@@ -110,16 +110,16 @@ CVE = {"type": "torch.fx.experimental.symbolic_shapes.ConstraintViolationError",
 
 
 def test_rejections_and_over_specialization_are_told_apart():
-    assert standalone.rejection(CVE, {"constrained": False}) is None  # no marks: an unexplained crash
-    assert standalone.rejection(CVE, {"constrained": True, "demands_specialization": True}) == "rejected"
-    assert standalone.rejection(CVE, {"constrained": True, "demands_specialization": False}) == "over-specialization"
+    assert script_runtime.rejection(CVE, {"constrained": False}) is None  # no marks: an unexplained crash
+    assert script_runtime.rejection(CVE, {"constrained": True, "demands_specialization": True}) == "rejected"
+    assert script_runtime.rejection(CVE, {"constrained": True, "demands_specialization": False}) == "over-specialization"
     user = {"type": "torch._dynamo.exc.UserError", "message": "Could not guard on data-dependent expression u0 > 4",
             "stage": "dynamo"}
-    assert standalone.rejection(user, {"constrained": True, "demands_specialization": False}) == "rejected"
+    assert script_runtime.rejection(user, {"constrained": True, "demands_specialization": False}) == "rejected"
     # The same kind of error raised while Inductor compiles is a crash like any other.
-    assert standalone.rejection({**user, "stage": "inductor"}, {"constrained": True}) is None
+    assert script_runtime.rejection({**user, "stage": "inductor"}, {"constrained": True}) is None
     ok = {"out": (torch.ones(2),), "seconds": 0}
-    failure = standalone.judge_call(ok, {"error": CVE}, None, {"constrained": True, "demands_specialization": False})
+    failure = script_runtime.judge_call(ok, {"error": CVE}, None, {"constrained": True, "demands_specialization": False})
     assert failure["symptom"] == "over-specialization"
 
 
@@ -145,7 +145,7 @@ def test_mark_dynamic_next_to_an_unmarked_tied_dim_is_not_over_specialization():
 def test_graph_break_programs_plan_from_their_own_frame():
     """After a graph break, the resume function compiles too; its guards are
     not the program's, so planned reuse calls must really reuse."""
-    from fuzz.ir import GraphBreakNode
+    from symfuzz.fuzz.ir import GraphBreakNode
 
     program = Program((Input("x0", "float32", ("s0",)),),
                       (BranchNode("v1", "x0.size(0) > 4", "x0 * 2", "x0 - 1"), GraphBreakNode(),
@@ -189,7 +189,7 @@ def test_schedule_knobs_shrink_with_the_case():
     a mark_dynamic shrinks to the smallest program and schedule that has one."""
     from hypothesis import HealthCheck, find, settings
 
-    from fuzz.generate import GenConfig, cases
+    from symfuzz.fuzz.generate import GenConfig, cases
 
     def has_dynamic_mark(case):
         return any(m.get("mark") == "dynamic" for call in case.schedule.calls for a in call.args for m in a.marks.values())
@@ -205,8 +205,8 @@ def test_schedule_knobs_shrink_with_the_case():
 
 
 def test_translation_validation_timeouts_are_kept_apart_not_reported():
-    from corpus.finding import Finding
-    from fuzz.campaign import _slow_by_design
+    from symfuzz.corpus.finding import Finding
+    from symfuzz.campaign import _slow_by_design
 
     case = case_of(BRANCHY, [[(8, 3), (7,)]]).to_json()
     verdict = {"ok": False, "oracle": "isolation", "symptom": "timeout", "stage": "unknown", "signature": "timeout-x",

@@ -2,7 +2,7 @@
 
 import json
 
-from fuzz.ir import BranchNode, EffectNode, Input, OpNode, Program, SizeNode
+from symfuzz.fuzz.ir import BranchNode, EffectNode, Input, OpNode, Program, SizeNode
 
 
 def sample_program():

@@ -19,16 +19,16 @@ import pytest
 import torch
 
 from conftest import ROOT
-from corpus.finding import Finding
-from corpus.repro import render_repro
-from fuzz.case import ArgSpec, Call, Case, Schedule
-from fuzz.ir import BranchNode, Input, OpNode, Program, SizeNode
-from oracles.execute import execute
-from oracles.export_runner import dynamic_shapes_for
-from oracles.lanes import get_lane
-from oracles.registry import judge
-from fuzz.schedule import demands_specialization as program_compares_sizes
-from oracles.runners import runner_spec
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.repro import render_repro
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import BranchNode, Input, OpNode, Program, SizeNode
+from symfuzz.oracles.lanes.execute import execute
+from symfuzz.oracles.lanes.export_runner import dynamic_shapes_for
+from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.oracles.registry import judge
+from symfuzz.fuzz.schedule import demands_specialization as program_compares_sizes
+from symfuzz.oracles.lanes.runners import runner_spec
 
 REJECTED = ".LaneRejectedCall"
 

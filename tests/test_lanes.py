@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from oracles.lanes import LANES, get_lane
+from symfuzz.oracles.lanes.lane import LANES, get_lane
 
 
 def test_the_required_lanes_exist():
@@ -13,12 +13,12 @@ def test_the_required_lanes_exist():
 
 
 def test_symfuzz_lanes_says_what_runs_here_and_why_not():
-    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "lanes"], cwd=ROOT, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "symfuzz.cli", "lanes"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, check=True)
     # Availability is a property of a fresh process (this pytest process has
     # already imported triton without TRITON_INTERPRET), so probe in one.
     probe = subprocess.run(
-        [sys.executable, "-c", "import json; from oracles.lanes import LANES; "
+        [sys.executable, "-c", "import json; from symfuzz.oracles.lanes.lane import LANES; "
          "print(json.dumps({n: l.unavailable_reason() for n, l in LANES.items()}))"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
     reasons = json.loads(probe.stdout)
@@ -32,7 +32,7 @@ def test_symfuzz_lanes_says_what_runs_here_and_why_not():
 
 
 def test_unknown_lane_is_a_one_line_usage_error():
-    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "fuzz", "--lane", "nope"], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "symfuzz.cli", "fuzz", "--lane", "nope"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 2 and "unknown lane 'nope'" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -7,15 +7,15 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from corpus.finding import Finding
-from corpus.store import FindingStore
-from fuzz.case import ArgSpec, Call, Case, Schedule
-from fuzz.ir import Input, OpNode, Program
-from minifier import case_passes as passes
-from minifier.case_subject import CaseSubject, dynamic_dims
-from minifier.compact import compact_matches, render_compact
-from minifier.driver import QueryOutcome
-from oracles.lanes import get_lane
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.store import FindingStore
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.minifier import case_passes as passes
+from symfuzz.minifier.case_subject import CaseSubject, dynamic_dims
+from symfuzz.minifier.compact import compact_matches, render_compact
+from symfuzz.minifier.driver import QueryOutcome
+from symfuzz.oracles.lanes.lane import get_lane
 
 
 def toy_case(sizes=(5, 8), dynamic=None, marks=None):
@@ -110,7 +110,7 @@ def test_short_repro_runs_and_judges(tmp_path):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "fuzz.cli", "minify", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "symfuzz.cli", "minify", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
 
 

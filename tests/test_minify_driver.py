@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from minifier.criteria import ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
-from minifier.driver import Driver, OriginalDoesNotFail
+from symfuzz.minifier.criteria import ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
+from symfuzz.minifier.driver import Driver, OriginalDoesNotFail
 
 QUERY = '''
 import json, sys
@@ -130,7 +130,7 @@ def test_interrupt_keeps_the_best_so_far(tmp_path):
 
 def test_match_never_accepts_a_run_that_judged_nothing(tmp_path):
     """Exit 2 (eager itself failed, nothing judged) is not the bug, whatever its output says."""
-    from minifier.driver import QueryOutcome
+    from symfuzz.minifier.driver import QueryOutcome
 
     criterion = ErrorMatches("shape .* is invalid")
     eager_broke = QueryOutcome(2, {"ok": None}, "RuntimeError: shape '[2]' is invalid", 1.0)

@@ -11,19 +11,12 @@ from pathlib import Path
 import pytest
 from conftest import planted_env
 
-from minifier.capture import run_capture
-from minifier.criteria import SameAsOriginal
-from minifier.driver import run_query
-from minifier.graph_passes import (
-    PASSES,
-    drop_dynamic_marks,
-    drop_saved_values,
-    keep_one_output,
-    remove_node_chunks,
-    shrink_sizes,
-)
-from minifier.graph_subject import GraphSubject, dynamic_dims, input_shape, references, tensor_expr
-from minifier.script import ScriptError, choose_graph, prepare_script
+from symfuzz.minifier.capture import run_capture
+from symfuzz.minifier.criteria import SameAsOriginal
+from symfuzz.minifier.driver import run_query
+from symfuzz.minifier.graph_passes import (PASSES, drop_dynamic_marks, drop_saved_values, keep_one_output, remove_node_chunks, shrink_sizes)
+from symfuzz.minifier.graph_subject import GraphSubject, dynamic_dims, input_shape, references, tensor_expr
+from symfuzz.minifier.script import ScriptError, choose_graph, prepare_script
 
 # Two calls at two batch sizes: the second compile (automatic dynamic) has a symbolic batch dim.
 TWO_SHAPES = """

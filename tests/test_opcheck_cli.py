@@ -10,8 +10,8 @@ import torch
 from conftest import ROOT
 from opcheck_ops import buggy
 
-from fuzz.cli import main
-from opcheck.calls import CallRecorder, write_calls
+from symfuzz.cli import main
+from symfuzz.opcheck.calls import CallRecorder, write_calls
 
 FAST = ["--checks", "schema,faketensor,symbolic_fake", "--budget", "20s", "--in-process", "--quiet"]
 
@@ -116,7 +116,7 @@ def test_stage_two_runs_the_checks_from_a_calls_file(capsys, tmp_path):
 def test_a_crashing_or_hanging_kernel_is_a_result_and_the_run_goes_on(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
     proc = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", "opcheck", "--module", "opcheck_ops.crashy", "--module", "opcheck_ops.buggy",
+        [sys.executable, "-m", "symfuzz.cli", "opcheck", "--module", "opcheck_ops.crashy", "--module", "opcheck_ops.buggy",
          "symfuzz_crashy::segv_on_odd", "symfuzz_crashy::hang_on_empty", "symfuzz_crashy::exit_on_empty",
          "symfuzz_buggy::scale2",
          "--checks", "schema,faketensor", "--op-timeout", "25s", "--repro-dir", str(tmp_path)],
@@ -147,7 +147,7 @@ def test_namespace_checks_every_op_registered_in_it(capsys):
 
 
 def test_a_kernel_that_eats_memory_is_an_out_of_memory_result():
-    from opcheck.runner import Task, run_ops
+    from symfuzz.opcheck.runner import Task, run_ops
 
     task = Task(ops=["symfuzz_crashy::oom_on_empty", "symfuzz_buggy::scale2"],
                 modules=["opcheck_ops.crashy", "opcheck_ops.buggy"], sys_path=[str(ROOT / "tests"), str(ROOT)],

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from opcheck.api import check
-from opcheck.calls import CallRecorder
-from opcheck.checks.common import OpCheckUsageError, make_template
-from opcheck.contracts import assign, parse_fixed
-from opcheck.variants import Sweep
+from symfuzz.opcheck.api import check
+from symfuzz.opcheck.calls import CallRecorder
+from symfuzz.opcheck.checks.common import OpCheckUsageError, make_template
+from symfuzz.opcheck.contracts import assign, parse_fixed
+from symfuzz.opcheck.variants import Sweep
 
 NS = "symfuzz_contracts"
 
@@ -135,7 +135,7 @@ def test_the_recorder_records_only_the_tests_own_calls():
 
 
 def test_a_recorder_failure_is_a_note_and_the_op_still_runs_once(monkeypatch):
-    import opcheck.calls
+    from symfuzz import opcheck
 
     def broken(value):
         raise RuntimeError("copy failed")

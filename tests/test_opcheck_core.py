@@ -7,12 +7,12 @@ import sympy
 import torch
 from opcheck_ops import buggy, correct
 
-from opcheck.calls import CallRecorder, OpCall, dedupe, read_calls, write_calls
-from opcheck.checks.common import OpCheckUsageError, Problem, make_template, resolve_op
-from opcheck.checks.fake import _excluded_sizes
-from opcheck.inputs import TensorInput, make
-from opcheck.schema_samples import sample_from_schema
-from opcheck.variants import REJECTED, Sweep, Variant, search, shrink
+from symfuzz.opcheck.calls import CallRecorder, OpCall, dedupe, read_calls, write_calls
+from symfuzz.opcheck.checks.common import OpCheckUsageError, Problem, make_template, resolve_op
+from symfuzz.opcheck.checks.fake import _excluded_sizes
+from symfuzz.opcheck.inputs import TensorInput, make
+from symfuzz.opcheck.schema_samples import sample_from_schema
+from symfuzz.opcheck.variants import REJECTED, Sweep, Variant, search, shrink
 
 
 def _sweep(module, name):
@@ -177,13 +177,13 @@ def test_recorder_keeps_one_copy_of_a_call_repeated_in_a_loop():
 
 
 def test_expanded_and_zero_dim_samples_are_checked_as_given():
-    import opcheck
+    import symfuzz.opcheck as opcheck
 
     x = torch.randn(1, 8).expand(4, 8)
     report = opcheck.check(correct.OPS["scale_by"], [((x, torch.tensor(2.0)), {})], checks=["schema", "faketensor"],
                            budget=20)
     assert not report.error and report.ok, report.format(repro=False)
-    from opcheck.checks.common import make_template
+    from symfuzz.opcheck.checks.common import make_template
 
     built, _ = make_template(correct.OPS["scale_by"], (x, torch.tensor(2.0)), {}).original().build()
     assert built[0].stride() == (0, 1) and torch.equal(built[0], x)

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from opcheck.store import CHECKS, XfailStore
+from symfuzz.opcheck.store import CHECKS, XfailStore
 
 CHEAP = "--opcheck-checks=schema,faketensor,symbolic_fake"
 TIMEOUT = 300
@@ -111,7 +111,7 @@ def store_data(pytester):
 
 
 def test_loading_the_plugin_imports_no_torch(pytester):
-    code = "import opcheck.plugin, sys; assert 'torch' not in sys.modules"
+    code = "import symfuzz.opcheck.plugin, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
     # A plain pytest run (the plugin is installed, --opcheck off) stays torch-free too.
     pytester.makepyfile(test_plain="import sys\n\ndef test_no_torch():\n    assert 'torch' not in sys.modules\n")
@@ -244,7 +244,7 @@ def test_record_only_writes_calls_and_checks_nothing(pytester):
     assert "symfuzz opcheck --from out/calls.jsonl" in result.text
     assert "checking" not in result.text and "FAILED" not in result.text
 
-    from opcheck.calls import read_calls  # imports torch; only reads tensors back
+    from symfuzz.opcheck.calls import read_calls  # imports torch; only reads tensors back
 
     calls = read_calls(pytester.path / "out/calls.jsonl")
     assert {c.op: c.test for c in calls} == {
@@ -256,7 +256,7 @@ def test_record_only_writes_calls_and_checks_nothing(pytester):
 
     # Stage 2 from the file alone: it names the module that registers the ops.
     stage2 = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", "opcheck", "--from", "out/calls.jsonl", "--checks", "schema,faketensor"],
+        [sys.executable, "-m", "symfuzz.cli", "opcheck", "--from", "out/calls.jsonl", "--checks", "schema,faketensor"],
         cwd=pytester.path, capture_output=True, text=True, timeout=TIMEOUT, check=False,
     )
     assert stage2.returncode == 1, stage2.stdout + stage2.stderr
@@ -367,8 +367,8 @@ def test_ops_that_cannot_be_checked_are_reported_not_a_crash(pytester):
 
 
 def test_a_crash_on_one_worker_survives_the_merge():
-    from opcheck.plugin import merge_reports
-    from opcheck.report import CheckResult, Report
+    from symfuzz.opcheck.plugin import merge_reports
+    from symfuzz.opcheck.report import CheckResult, Report
 
     clean = Report(op="pt_mini::op", results={"schema": CheckResult("schema", "passed")}, samples=1)
     crashed = Report(op="pt_mini::op", error="crash: the process died of SIGSEGV while checking this op")

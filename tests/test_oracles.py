@@ -5,12 +5,12 @@ import math
 import pytest
 import torch
 
-from fuzz.case import ArgSpec, Call, Case, Schedule
-from fuzz.ir import Input, OpNode, Program
-from oracles import standalone
-from oracles.crash import crash_oracle
-from oracles.differential import differential_oracle
-from oracles.execute import CallResult, Run
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.crash import crash_oracle
+from symfuzz.oracles.differential import differential_oracle
+from symfuzz.oracles.lanes.execute import CallResult, Run
 
 
 def case():
@@ -81,13 +81,13 @@ def test_shape_and_dtype_differences_are_metadata_mismatches():
 def test_dtype_aware_tolerances(dtype, noise, close):
     e = torch.linspace(-2, 2, 16, dtype=torch.float64).to(dtype)
     c = (e.double() + noise).to(dtype)
-    assert standalone.tensors_close(e, c) is close
+    assert script_runtime.tensors_close(e, c) is close
 
 
 def test_integers_and_bools_must_match_exactly():
     e = torch.arange(5)
-    assert standalone.tensors_close(e, e.clone())
-    assert not standalone.tensors_close(e, e + (torch.arange(5) == 4))
+    assert script_runtime.tensors_close(e, e.clone())
+    assert not script_runtime.tensors_close(e, e + (torch.arange(5) == 4))
 
 
 def test_fp64_reference_forgives_rounding_but_not_bugs():
@@ -96,8 +96,8 @@ def test_fp64_reference_forgives_rounding_but_not_bugs():
     rounding = (exact + torch.tensor([-0.06, 0.04, 0.06], dtype=torch.float64)).float()
     wrong = (exact + 1.0).float()
     ref = lambda: ((exact,), ())  # noqa: E731
-    assert standalone.compare(((eager,), ()), ((rounding,), ()), ref) is None
-    assert standalone.compare(((eager,), ()), ((wrong,), ()), ref)["symptom"] == "value-mismatch"
+    assert script_runtime.compare(((eager,), ()), ((rounding,), ()), ref) is None
+    assert script_runtime.compare(((eager,), ()), ((wrong,), ()), ref)["symptom"] == "value-mismatch"
 
 
 def test_discrete_flip_is_forgiven_only_where_eager_itself_is_inexact():
@@ -105,14 +105,14 @@ def test_discrete_flip_is_forgiven_only_where_eager_itself_is_inexact():
     eager = torch.tensor([True, False])
     flipped = torch.tensor([True, True])
     # The exact result says index 1 is False, as eager does: compiled is wrong.
-    assert standalone.compare(((eager,), ()), ((flipped,), ()), lambda: ((exact > 0,), ())) is not None
+    assert script_runtime.compare(((eager,), ()), ((flipped,), ()), lambda: ((exact > 0,), ())) is not None
     # The exact result says True at index 1: eager's own rounding flipped it.
-    assert standalone.compare(((eager,), ()), ((flipped,), ()), lambda: ((torch.tensor([True, True]),), ())) is None
+    assert script_runtime.compare(((eager,), ()), ((flipped,), ()), lambda: ((torch.tensor([True, True]),), ())) is None
 
 
 def test_nan_in_both_is_equal():
     e = torch.tensor([math.nan, 1.0])
-    assert standalone.compare(((e,), ()), ((e.clone(),), ())) is None
+    assert script_runtime.compare(((e,), ()), ((e.clone(),), ())) is None
 
 
 def test_mutated_inputs_are_compared():
@@ -122,32 +122,32 @@ def test_mutated_inputs_are_compared():
 
 
 def test_message_normalization_erases_volatile_parts():
-    a = standalone.normalize_message("IndexError: index 17 is out of bounds for s0 at 0x7ffe12 in /tmp/x/y.py")
-    b = standalone.normalize_message("IndexError: index 3 is out of bounds for s12 at 0xdeadbeef in /a/b.py")
+    a = script_runtime.normalize_message("IndexError: index 17 is out of bounds for s0 at 0x7ffe12 in /tmp/x/y.py")
+    b = script_runtime.normalize_message("IndexError: index 3 is out of bounds for s12 at 0xdeadbeef in /a/b.py")
     assert a == b
 
 
 def test_layouts_make_the_requested_strides():
-    t = standalone.make_arg({"shape": [3, 4], "dtype": "float32", "seed": 1, "layout": {"kind": "transposed", "dims": [0, 1]}})
+    t = script_runtime.make_arg({"shape": [3, 4], "dtype": "float32", "seed": 1, "layout": {"kind": "transposed", "dims": [0, 1]}})
     assert t.shape == (3, 4) and not t.is_contiguous()
-    s = standalone.make_arg({"shape": [5], "dtype": "float32", "seed": 1, "layout": {"kind": "strided", "dim": 0, "step": 3}})
+    s = script_runtime.make_arg({"shape": [5], "dtype": "float32", "seed": 1, "layout": {"kind": "strided", "dim": 0, "step": 3}})
     assert s.shape == (5,) and s.stride() == (3,)
-    e = standalone.make_arg({"shape": [2, 6], "dtype": "int64", "seed": 1, "layout": {"kind": "expanded", "dim": 0}})
+    e = script_runtime.make_arg({"shape": [2, 6], "dtype": "int64", "seed": 1, "layout": {"kind": "expanded", "dim": 0}})
     assert e.shape == (2, 6) and e.stride(0) == 0
-    z = standalone.make_arg({"shape": [0, 3], "dtype": "bool", "seed": 1, "layout": {"kind": "strided", "dim": 0, "step": 2}})
+    z = script_runtime.make_arg({"shape": [0, 3], "dtype": "bool", "seed": 1, "layout": {"kind": "strided", "dim": 0, "step": 2}})
     assert z.shape == (0, 3)
 
 
 def test_inputs_are_a_pure_function_of_the_seed():
     spec = {"shape": [4, 4], "dtype": "bfloat16", "seed": 7}
-    assert torch.equal(standalone.make_arg(spec), standalone.make_arg(spec))
-    assert not torch.equal(standalone.make_arg(spec), standalone.make_arg({**spec, "seed": 8}))
+    assert torch.equal(script_runtime.make_arg(spec), script_runtime.make_arg(spec))
+    assert not torch.equal(script_runtime.make_arg(spec), script_runtime.make_arg({**spec, "seed": 8}))
 
 
 def test_wrapped_compiler_errors_are_told_apart_by_the_real_error():
     head = "backend='inductor' raised:\n"
-    a = standalone.normalize_message(head + "IndexError: tuple index out of range\n\nSet TORCHDYNAMO_VERBOSE=1 ...")
-    b = standalone.normalize_message(head + "ValueRangeError: Invalid ranges [0:-1]")
+    a = script_runtime.normalize_message(head + "IndexError: tuple index out of range\n\nSet TORCHDYNAMO_VERBOSE=1 ...")
+    b = script_runtime.normalize_message(head + "ValueRangeError: Invalid ranges [0:-1]")
     assert a != b and "IndexError" in a and "ValueRangeError" in b
 
 
@@ -157,7 +157,7 @@ def test_reference_runs_in_float64_through_casts_inside_the_program():
         return (torch.mm(h, w.float()), torch.full((2,), 1.5) + h.sum())
 
     x, w = torch.randn(3, 4), torch.randn(4, 2, dtype=torch.float16)
-    record = standalone.reference_call(fn, [x, w])
+    record = script_runtime.reference_call(fn, [x, w])
     assert "error" not in record, record.get("error")
     mm, full = record["out"][0]
     assert mm.dtype == torch.float64 and full.dtype == torch.float64

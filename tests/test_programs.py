@@ -10,12 +10,12 @@ import warnings
 import pytest
 import torch
 
-from fuzz.drawing import generate
-from fuzz.generate import Builder, GenConfig
-from fuzz.ir import CheckNode, CondNode, ExprNode, GraphBreakNode, Input, OpNode, Program, SizeNode
-from fuzz.specs import all_specs, required_dynamo_config
-from oracles import standalone
-from oracles.execute import load_function
+from symfuzz.fuzz.drawing import generate
+from symfuzz.fuzz.generate import Builder, GenConfig
+from symfuzz.fuzz.ir import CheckNode, CondNode, ExprNode, GraphBreakNode, Input, OpNode, Program, SizeNode
+from symfuzz.fuzz.specs import all_specs, required_dynamo_config
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.lanes.execute import load_function
 
 N_CASES = 200
 DATADEP = tuple(s.name for s in all_specs() if s.family == "datadep")
@@ -61,7 +61,7 @@ def _eager_errors(case):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for call in case.schedule.calls:
-            record = standalone.run_call(fn, standalone.make_args(call.to_json()))
+            record = script_runtime.run_call(fn, script_runtime.make_args(call.to_json()))
             if "error" in record:
                 errors.append(record["error"]["message"][:100])
     return errors
@@ -155,16 +155,16 @@ def _compiled_mismatch(case):
     make torch reject a program."""
     fn = load_function(case.source)
     torch._dynamo.reset()
-    restore = standalone.set_compile_config({"dynamo": required_dynamo_config(case.program)})
+    restore = script_runtime.set_compile_config({"dynamo": required_dynamo_config(case.program)})
     try:
         compiled = torch.compile(fn, backend="eager", dynamic=True)
         for call in case.schedule.calls:
             args = call.to_json()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                eager = standalone.run_call(fn, standalone.make_args(args))
-                out = standalone.run_call(compiled, standalone.make_args(args))
-            failure = standalone.judge_call(eager, out)
+                eager = script_runtime.run_call(fn, script_runtime.make_args(args))
+                out = script_runtime.run_call(compiled, script_runtime.make_args(args))
+            failure = script_runtime.judge_call(eager, out)
             if failure is not None:
                 return failure.get("error", {}).get("message", failure.get("detail", ""))[:300]
     finally:

@@ -16,9 +16,9 @@ from dataclasses import replace
 import pytest
 
 from conftest import planted_env
-from corpus.replay import replay_finding
-from minifier.case_subject import CaseSubject, dynamic_dims
-from minifier.run import MinifyOptions, minify_finding
+from symfuzz.corpus.replay import replay_finding
+from symfuzz.minifier.case_subject import CaseSubject, dynamic_dims
+from symfuzz.minifier.run import MinifyOptions, minify_finding
 from minify_support import planted_finding
 
 pytestmark = pytest.mark.quality

@@ -17,9 +17,9 @@ import textwrap
 import pytest
 
 from conftest import planted_env
-from minifier.criteria import AccuracyFailure, SameAsOriginal
-from minifier.driver import Driver, run_query
-from minifier.script import prepare_script
+from symfuzz.minifier.criteria import AccuracyFailure, SameAsOriginal
+from symfuzz.minifier.driver import Driver, run_query
+from symfuzz.minifier.script import prepare_script
 
 pytestmark = pytest.mark.quality
 

@@ -17,8 +17,8 @@ import torch
 from conftest import ROOT
 from opcheck_ops import buggy, correct
 
-import opcheck
-from opcheck.repro import render
+import symfuzz.opcheck as opcheck
+from symfuzz.opcheck.repro import render
 
 # (check, kind) each planted bug must be reported as.
 EXPECTED = {
@@ -154,13 +154,13 @@ def test_every_failure_repro_snippet_fails_on_its_own(buggy_reports, tmp_path):
 @pytest.mark.quality
 def test_repro_snippets_pass_on_a_correct_op(tmp_path):
     # The snippets must show the bug, not fail by themselves.
-    from opcheck.checks.common import make_template
-    from opcheck.store import CHECKS
+    from symfuzz.opcheck.checks.common import make_template
+    from symfuzz.opcheck.store import CHECKS
 
     args, kwargs = correct.SAMPLES["scaled_add"]
     op = correct.OPS["scaled_add"]
     template = make_template(op, args, kwargs)
-    from opcheck.variants import Sweep, Variant
+    from symfuzz.opcheck.variants import Sweep, Variant
 
     sweep = Sweep(template)
     case = sweep.case(Variant((3, 5), layouts=("transposed", ""), seed=1))

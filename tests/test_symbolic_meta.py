@@ -13,19 +13,13 @@ import importlib
 import pytest
 import torch
 
-from fuzz.case import ArgSpec, Call, Case, Schedule
-from fuzz.ir import BranchNode, Input, OpNode, Program, SizeNode
-from oracles import lanes, registry
-from oracles.differential import differential_oracle
-from oracles.execute import execute
-from oracles.symbolic_meta import (
-    NAME,
-    bind,
-    compare_call,
-    stride_checked,
-    symbolic_metadata_oracle,
-    trace_symbolic,
-)
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import BranchNode, Input, OpNode, Program, SizeNode
+from symfuzz.oracles.lanes import lane as lanes
+from symfuzz.oracles import registry
+from symfuzz.oracles.differential import differential_oracle
+from symfuzz.oracles.lanes.execute import execute
+from symfuzz.oracles.symbolic_meta import (NAME, bind, compare_call, stride_checked, symbolic_metadata_oracle, trace_symbolic)
 
 aten = torch.ops.aten
 
@@ -112,7 +106,7 @@ def stride_right_at_even_sizes_only(original):
 
 
 def test_registered_by_name_and_importable_as_symbolic_meta():
-    module = importlib.import_module("oracles.symbolic_meta")
+    module = importlib.import_module("symfuzz.oracles.symbolic_meta")
     assert registry.ORACLES[NAME] is module.symbolic_metadata_oracle
     assert symbolic_metadata_oracle.oracle_name == "symbolic-metadata"
 
@@ -151,7 +145,7 @@ def test_planted_stride_fault_is_found(fake_impl):
 
 
 def test_outside_the_allow_list_a_stride_that_agreed_at_the_first_call_must_keep_agreeing(fake_impl, monkeypatch):
-    import oracles.symbolic_meta as sm
+    import symfuzz.oracles.symbolic_meta as sm
 
     monkeypatch.setattr(sm, "FRESH_OPS", frozenset())  # new_zeros is now judged like any other op
     fake_impl(stride_right_at_even_sizes_only)
@@ -164,7 +158,7 @@ def test_outside_the_allow_list_a_stride_that_agreed_at_the_first_call_must_keep
 
 
 def test_outside_the_allow_list_a_layout_chosen_differently_from_the_start_is_only_recorded(fake_impl, monkeypatch):
-    import oracles.symbolic_meta as sm
+    import symfuzz.oracles.symbolic_meta as sm
 
     monkeypatch.setattr(sm, "FRESH_OPS", frozenset())
     fake_impl(column_major)
@@ -238,11 +232,11 @@ def test_a_call_violating_the_guards_is_skipped():
     assert "range" in v.evidence["skipped_calls"]["2"] or "guard" in v.evidence["skipped_calls"]["2"]
     # Without the guard check, call 2 would be a false finding: the trace
     # says 2*s0 = 6, eager made 3 (the other arm).
-    from oracles import standalone
+    from symfuzz.fuzz import script_runtime
 
     call = case.schedule.calls[2].to_json()
     trace = trace_symbolic(case.source, case.schedule.calls[0].to_json())
-    bindings, _, _ = bind(trace, standalone.make_args(call))
+    bindings, _, _ = bind(trace, script_runtime.make_args(call))
     mismatch = compare_call(trace, bindings, run.calls[2].eager["out"], lambda: None, False)
     assert (mismatch["expected"], mismatch["actual"]) == (6, 3)
 
@@ -332,8 +326,8 @@ def test_the_oracle_mutates_neither_case_nor_run():
 
 @pytest.mark.slow
 def test_no_findings_on_100_generated_cases_on_unmodified_torch():
-    from fuzz.drawing import generate
-    from fuzz.generate import GenConfig
+    from symfuzz.fuzz.drawing import generate
+    from symfuzz.fuzz.generate import GenConfig
 
     failures, compared, untraced = [], 0, 0
     for index in range(100):
@@ -382,9 +376,9 @@ def test_repro_of_a_fake_real_mismatch_runs_the_symbolic_check_standalone(fake_i
     import re
     import sys
 
-    from corpus.finding import Finding
-    from corpus.replay import replay_finding
-    from corpus.repro import render_repro
+    from symfuzz.corpus.finding import Finding
+    from symfuzz.corpus.replay import replay_finding
+    from symfuzz.corpus.repro import render_repro
 
     fake_impl(rounds_dim0_down_to_even)
     case = new_zeros_case((4, 6, 7, 8))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from .base import OpSpec, Operand, ParamContext  # noqa: F401 - public surface
+from symfuzz.fuzz.specs.base import OpSpec, Operand, ParamContext  # noqa: F401 - public surface
 
 # datadep comes before factory so that the last spec, which Hypothesis draws more often
 # (it favours the ends of integer ranges), stays the one it was before.

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import hypothesis.strategies as st
 
-from .base import BOOL, FLOAT, INT, NUMERIC, OpSpec
+from symfuzz.fuzz.specs.base import BOOL, FLOAT, INT, NUMERIC, OpSpec
 
 F = "datadep"
 

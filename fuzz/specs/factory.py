@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 
-from .base import ANY_KIND, BOOL, DTYPE_KIND, FLOAT, INT, OpSpec, same_as_first
-from .view import size_eval, size_src
+from symfuzz.fuzz.specs.base import ANY_KIND, BOOL, DTYPE_KIND, FLOAT, INT, OpSpec, same_as_first
+from symfuzz.fuzz.specs.view import size_eval, size_src
 
 F = "factory"
 

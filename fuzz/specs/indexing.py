@@ -16,8 +16,8 @@ import math
 
 import hypothesis.strategies as st
 
-from .base import BOOL, FLOAT, INT, NUMERIC, OpSpec, broadcast, cast_suffix, same_as_first
-from .view import BAD_DIM, neg_dim, size_eval, size_src, size_worlds
+from symfuzz.fuzz.specs.base import BOOL, FLOAT, INT, NUMERIC, OpSpec, broadcast, cast_suffix, same_as_first
+from symfuzz.fuzz.specs.view import BAD_DIM, neg_dim, size_eval, size_src, size_worlds
 
 F = "indexing"
 

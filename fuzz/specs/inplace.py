@@ -24,10 +24,10 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import torch
 
-from .base import ANY_KIND, BOOL, FLOAT, FLOATING, INT, NUMERIC, OpSpec, cast_suffix, no_params
-from .view import BAD_DIM, neg_dim
+from symfuzz.fuzz.specs.base import ANY_KIND, BOOL, FLOAT, FLOATING, INT, NUMERIC, OpSpec, cast_suffix, no_params
+from symfuzz.fuzz.specs.view import BAD_DIM, neg_dim
 
-from oracles.standalone import DTYPES
+from symfuzz.fuzz.script_runtime import DTYPES
 
 F = "inplace"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 
-from .base import FLOATING, NUMERIC, OpSpec, broadcast, cast_suffix
+from symfuzz.fuzz.specs.base import FLOATING, NUMERIC, OpSpec, broadcast, cast_suffix
 
 F = "linalg"
 

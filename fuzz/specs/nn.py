@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 
-from .base import BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, same_as_first
-from .linalg import cast, size_vec
-from .view import BAD_DIM, neg_dim
+from symfuzz.fuzz.specs.base import BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, same_as_first
+from symfuzz.fuzz.specs.linalg import cast, size_vec
+from symfuzz.fuzz.specs.view import BAD_DIM, neg_dim
 
 F = "nn"
 INDEX_KINDS = frozenset({INT, BOOL})

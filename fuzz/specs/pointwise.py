@@ -7,7 +7,7 @@ the compiler.
 
 import hypothesis.strategies as st
 
-from .base import ANY_KIND, BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, cast_suffix, same_as_first
+from symfuzz.fuzz.specs.base import (ANY_KIND, BOOL, FLOATING, INT, NUMERIC, OpSpec, broadcast, cast_suffix, same_as_first)
 
 F = "pointwise"
 

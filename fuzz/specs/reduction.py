@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 
-from .base import ANY_KIND, FLOATING, NUMERIC, OpSpec, same_as_first, wrap_dim
-from .view import BAD_DIM, neg_dim
+from symfuzz.fuzz.specs.base import ANY_KIND, FLOATING, NUMERIC, OpSpec, same_as_first, wrap_dim
+from symfuzz.fuzz.specs.view import BAD_DIM, neg_dim
 
 F = "reduction"
 

@@ -28,7 +28,7 @@ import math
 
 import hypothesis.strategies as st
 
-from .base import OpSpec, same_as_first, wrap_dim
+from symfuzz.fuzz.specs.base import OpSpec, same_as_first, wrap_dim
 
 F = "view"
 

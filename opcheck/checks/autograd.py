@@ -19,15 +19,9 @@ from torch.testing._internal.optests.autograd_registration import (
     autograd_registration_check,
 )
 
-from opcheck.checks.common import (
-    Problem,
-    differentiable_outputs,
-    first_line,
-    float_slots,
-    run_real,
-)
-from opcheck.inputs import Case
-from opcheck.variants import REJECTED
+from symfuzz.opcheck.checks.common import Problem, differentiable_outputs, first_line, float_slots, run_real
+from symfuzz.opcheck.inputs import Case
+from symfuzz.opcheck.variants import REJECTED
 
 _MISSING = ("no autograd formula", "autograd kernel was not registered", "does not have an autograd",
             "Autograd has not been implemented", "derivative for", "not implemented")

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.utils._pytree as pytree
 
-from opcheck.inputs import Case, Template
-from opcheck.variants import REJECTED
+from symfuzz.opcheck.inputs import Case, Template
+from symfuzz.opcheck.variants import REJECTED
 
 
 class OpCheckUsageError(Exception):

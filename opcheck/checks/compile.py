@@ -17,16 +17,10 @@ import contextlib
 import torch
 import torch.utils._pytree as pytree
 
-from opcheck.checks.autograd import weighted_sum
-from opcheck.checks.common import (
-    Problem,
-    differentiable_outputs,
-    first_line,
-    float_slots,
-    run_real,
-)
-from opcheck.inputs import Case
-from opcheck.variants import REJECTED
+from symfuzz.opcheck.checks.autograd import weighted_sum
+from symfuzz.opcheck.checks.common import Problem, differentiable_outputs, first_line, float_slots, run_real
+from symfuzz.opcheck.inputs import Case
+from symfuzz.opcheck.variants import REJECTED
 
 
 class AotDispatchDynamicCheck:
@@ -86,7 +80,7 @@ class InductorDynamicCheck:
         return self._compiled
 
     def __call__(self, case: Case):
-        from oracles.standalone import compare
+        from symfuzz.fuzz.script_runtime import compare
 
         if run_real(self.op, case) is REJECTED:
             return REJECTED

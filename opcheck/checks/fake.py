@@ -27,9 +27,9 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
 )
 
-from opcheck.checks.common import Problem, first_line, run_real, tensor_leaves
-from opcheck.inputs import Case, TensorInput
-from opcheck.variants import REJECTED
+from symfuzz.opcheck.checks.common import Problem, first_line, run_real, tensor_leaves
+from symfuzz.opcheck.inputs import Case, TensorInput
+from symfuzz.opcheck.variants import REJECTED
 
 _READS_DATA = re.compile(
     r"DataDependentOutputException|GuardOnDataDependentSymNode|data.?ptr|local_scalar_dense|\.item\(\)|"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 from torch._subclasses.schema_check_mode import SchemaCheckMode
 
-from opcheck.checks.common import Problem, first_line, run_real
-from opcheck.inputs import Case
-from opcheck.variants import REJECTED
+from symfuzz.opcheck.checks.common import Problem, first_line, run_real
+from symfuzz.opcheck.inputs import Case
+from symfuzz.opcheck.variants import REJECTED
 
 
 class SchemaCheck:

@@ -197,11 +197,11 @@ def _fail_generating(should_fail):
     internal errors, group them by cause, and not end green."""
     import sys
 
-    if "fuzz.worker" not in sys.orig_argv:
+    if "symfuzz.worker" not in sys.orig_argv:
         return
-    import fuzz.drawing
+    from symfuzz.fuzz import drawing
 
-    original = fuzz.drawing.generate
+    original = drawing.generate
 
     def generate(seed, index, config):
         if should_fail(index):
@@ -209,7 +209,7 @@ def _fail_generating(should_fail):
             raise RuntimeError(f"planted generator fault at case {index}")
         return original(seed, index, config)
 
-    fuzz.drawing.generate = generate
+    drawing.generate = generate
 
 
 def plant_generator_fault_most():

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .case import ArgSpec, Call, Case, Schedule
-from .ir import Input, OpNode, Program
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import Input, OpNode, Program
 
 
 def canary_case() -> Case:
@@ -39,7 +39,7 @@ def canary_failure(result: dict) -> Optional[str]:
 
     ``result`` is a ``run_case`` result, or ``{"internal_error": traceback}``.
     """
-    from .health import exception_line
+    from symfuzz.health import exception_line
 
     if "internal_error" in result:
         return f"internal error in the worker: {exception_line(result['internal_error'])}"

@@ -2,7 +2,7 @@
 
 A lane with ``runner="export"`` or ``runner="aoti"`` is run by
 ``oracles.execute.make_compiled`` through ``build_runner``, which returns a
-callable that ``standalone.run_schedule`` calls once per call with that
+callable that ``script_runtime.run_schedule`` calls once per call with that
 call's inputs. The torch-only logic lives in ``oracles/export_runner.py``
 (inlined into repro scripts); this module only turns a Case into what that
 logic needs: ``runner_spec``.
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from fuzz.schedule import demands_specialization
+from symfuzz.fuzz.schedule import demands_specialization
 
-from . import standalone
-from .export_runner import ExportedRunner
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.lanes.export_runner import ExportedRunner
 
 
 def runner_spec(case) -> dict:
@@ -27,13 +27,13 @@ def runner_spec(case) -> dict:
 
 def build_export_runner(lane, fn, case) -> Callable:
     """torch.export.export at the first call, then ExportedProgram.module() on every call."""
-    return ExportedRunner(fn, runner_spec(case), [c.to_json() for c in case.schedule.calls], standalone.make_args,
+    return ExportedRunner(fn, runner_spec(case), [c.to_json() for c in case.schedule.calls], script_runtime.make_args,
                           lane.device, artifact="module")
 
 
 def build_aoti_runner(lane, fn, case) -> Callable:
     """torch.export.export at the first call, AOTInductor-compiled and loaded, then run on every call."""
-    return ExportedRunner(fn, runner_spec(case), [c.to_json() for c in case.schedule.calls], standalone.make_args,
+    return ExportedRunner(fn, runner_spec(case), [c.to_json() for c in case.schedule.calls], script_runtime.make_args,
                           lane.device, artifact="aoti")
 
 

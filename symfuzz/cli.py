@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("path", type=Path, help="a finding folder, a finding.json, or a folder of findings")
     replay.add_argument("--timeout", type=duration, default=600.0, help="per finding (default 10m)")
 
-    from opcheck.cli import add_parser as add_opcheck_parser
+    from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
 
     add_opcheck_parser(sub, duration)
     return parser
@@ -130,13 +130,13 @@ def main(argv=None) -> int:
 
 
 def cmd_opcheck(args) -> int:
-    from opcheck.cli import cmd_opcheck as run
+    from symfuzz.opcheck.cli import cmd_opcheck as run
 
     return run(args)
 
 
 def _lane(name: str):
-    from oracles.lanes import get_lane
+    from symfuzz.oracles.lanes.lane import get_lane
 
     try:
         lane = get_lane(name)
@@ -149,7 +149,7 @@ def _lane(name: str):
 
 
 def cmd_lanes(args) -> int:
-    from oracles.lanes import LANES
+    from symfuzz.oracles.lanes.lane import LANES
 
     rows = []
     for lane in LANES.values():
@@ -163,7 +163,7 @@ def cmd_lanes(args) -> int:
 
 
 def cmd_ops(args) -> int:
-    from .specs import all_specs
+    from symfuzz.fuzz.specs import all_specs
 
     by_family: dict[str, list[str]] = {}
     for spec in all_specs():
@@ -175,7 +175,7 @@ def cmd_ops(args) -> int:
 
 
 def cmd_fuzz(args) -> int:
-    from .campaign import Campaign, CampaignConfig, CampaignError
+    from symfuzz.campaign import Campaign, CampaignConfig, CampaignError
 
     lane = _lane(args.lane)
     if args.budget <= 0:
@@ -187,7 +187,7 @@ def cmd_fuzz(args) -> int:
     gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation,
                   "guard_planning": not args.no_guard_planning}
     if args.ops:
-        from .specs import all_specs
+        from symfuzz.fuzz.specs import all_specs
 
         names = [n.strip() for n in args.ops.split(",") if n.strip()]
         known = {s.name for s in all_specs()}
@@ -287,8 +287,8 @@ def print_internal_errors(stats: dict, out: Path, shown: int = 5) -> None:
 
 
 def cmd_replay(args) -> int:
-    from corpus.replay import replay_finding
-    from corpus.store import load_findings
+    from symfuzz.corpus.replay import replay_finding
+    from symfuzz.corpus.store import load_findings
 
     if not args.path.exists():
         raise UsageError(f"{args.path} does not exist")
@@ -313,8 +313,8 @@ def cmd_replay(args) -> int:
 
 
 def cmd_minify(args) -> int:
-    from minifier.driver import format_report
-    from minifier.run import MinifyError, MinifyOptions, minify_path
+    from symfuzz.minifier.driver import format_report
+    from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 
     if args.budget <= 0:
         raise UsageError("--budget must be positive")

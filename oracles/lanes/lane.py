@@ -84,7 +84,7 @@ class Lane:
 
 
 def _needs_triton_interpreter() -> Optional[str]:
-    from .triton_cpu import triton_interpreter_unavailable_reason
+    from symfuzz.oracles.lanes.triton_cpu import triton_interpreter_unavailable_reason
 
     return triton_interpreter_unavailable_reason()
 
@@ -232,7 +232,7 @@ def prepare_process(lane: Lane) -> None:
     for key, value in lane.env.items():
         os.environ.setdefault(key, value)
     if lane.setup == "triton-interpreter":
-        from .triton_cpu import enable_triton_interpreter
+        from symfuzz.oracles.lanes.triton_cpu import enable_triton_interpreter
 
         enable_triton_interpreter()
 

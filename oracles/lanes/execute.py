@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
-from . import standalone
-from .lanes import Lane, config_patch
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.lanes.lane import Lane, config_patch
 
 PROGRAM_GLOBALS_SOURCE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 
@@ -42,7 +42,7 @@ class Run:
     calls: list[CallResult]
     output_ops: list[str]
     seconds: dict = field(default_factory=dict)  # compile / run / eager
-    context: dict = field(default_factory=dict)  # see standalone.rejection
+    context: dict = field(default_factory=dict)  # see script_runtime.rejection
     case: Any = None  # the case as run: planned calls appended
     guards: dict = field(default_factory=dict)  # regions, over-guards, ... (stats)
     dynamic: Optional[bool] = None
@@ -60,8 +60,8 @@ def load_function(source: str) -> Callable:
 
 
 def judge_context(case) -> dict:
-    """What the judges must know about the schedule (standalone.rejection)."""
-    from fuzz.schedule import demands_specialization
+    """What the judges must know about the schedule (script_runtime.rejection)."""
+    from symfuzz.fuzz.schedule import demands_specialization
 
     marked = any(arg.marks for call in case.schedule.calls for arg in call.args)
     return {
@@ -114,7 +114,7 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
             recorder.call_index = index
             observed[index] = _would_reuse(fn, case.program, args)
 
-    restore = standalone.set_compile_config(case.schedule.config)
+    restore = script_runtime.set_compile_config(case.schedule.config)
     guard_info: dict = {}
     planned = []
     try:
@@ -122,12 +122,12 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
             if lane.runner:
                 compiled_fn = make_compiled(fn, case, lane)
             else:
-                from .guards import recording_backend
+                from symfuzz.oracles.lanes.guards import recording_backend
 
                 recorder = recording_backend(lane, case.schedule.dynamic)
                 compiled_fn = torch.compile(fn, backend=recorder, dynamic=case.schedule.dynamic)
             calls = [c.to_json() for c in case.schedule.calls]
-            records = standalone.run_schedule(fn, compiled_fn, calls, lane.device, on_call=account, before_call=before_call)
+            records = script_runtime.run_schedule(fn, compiled_fn, calls, lane.device, on_call=account, before_call=before_call)
             model = _latest_model(recorder, case, len(calls)) if recorder is not None else None
             if model is not None:
                 guard_info = _describe_model(model)
@@ -139,7 +139,7 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
                     if on_plan is not None:
                         on_plan(case)
                     more = [c.to_json() for c, _ in planned]
-                    records += standalone.run_schedule(fn, compiled_fn, more, lane.device, on_call=account,
+                    records += script_runtime.run_schedule(fn, compiled_fn, more, lane.device, on_call=account,
                                                        before_call=before_call, start=len(calls))
             if model is not None:
                 _cover(guard_info, model, case, records)
@@ -151,14 +151,14 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
     n_drawn = len(calls) - len(planned)
     results = []
     for index, (call, (eager, compiled)) in enumerate(zip(calls, records)):
-        result = CallResult(eager, compiled, _memo(lambda call=call: standalone.reference_output(fn, call, lane.device)))
+        result = CallResult(eager, compiled, _memo(lambda call=call: script_runtime.reference_output(fn, call, lane.device)))
         result.predicted_reuse = observed.get(index)
         if index >= n_drawn:
             purpose_call = planned[index - n_drawn][1]
             result.purpose, result.expect_reuse = purpose_call.purpose, purpose_call.expect_reuse
         results.append(result)
     if recorder is not None:
-        from .guards import over_guards
+        from symfuzz.oracles.lanes.guards import over_guards
 
         guard_info["compiles"] = len(recorder.compiles)
         guard_info["over_guards"] = over_guards(recorder.compiles)
@@ -176,7 +176,7 @@ def make_compiled(fn, case, lane: Lane) -> Callable:
     import torch
 
     if lane.runner:
-        from .runners import build_runner
+        from symfuzz.oracles.lanes.runners import build_runner
 
         return build_runner(lane, fn, case)
     return torch.compile(fn, **lane.compile_kwargs(case.schedule.dynamic))
@@ -199,7 +199,7 @@ def _would_reuse(fn, program, args) -> Optional[bool]:
 
 def _latest_model(recorder, case, n_calls):
     """The guard model of the newest symbolic compile of the program's own frame."""
-    from .guards import build_model
+    from symfuzz.oracles.lanes.guards import build_model
 
     shapes = [[a.shape for a in call.args] for call in case.schedule.calls]
     own_frame = recorder.compiles[0].frame_id if recorder.compiles else None
@@ -228,9 +228,9 @@ def _describe_model(model) -> dict:
 
 
 def _plan(model, case):
-    from fuzz.case import Call
+    from symfuzz.fuzz.case import Call
 
-    from .guards import plan_calls
+    from symfuzz.oracles.lanes.guards import plan_calls
 
     previous = [[a.shape for a in call.args] for call in case.schedule.calls]
     template = case.schedule.calls[model.call_index]
@@ -274,14 +274,14 @@ def _recheck_reused_failures(run: Run, fn, case, lane: Lane) -> None:
     import torch
 
     for index, call in enumerate(run.calls):
-        failure = standalone.judge_call(call.eager, call.compiled, call.reference, run.context)
+        failure = script_runtime.judge_call(call.eager, call.compiled, call.reference, run.context)
         if failure is None:
             continue
-        if standalone.reused(call.compiled, index) and failure["symptom"] in standalone.REUSE_SYMPTOMS:
+        if script_runtime.reused(call.compiled, index) and failure["symptom"] in script_runtime.REUSE_SYMPTOMS:
             with config_patch(lane):
-                restore = standalone.set_compile_config(case.schedule.config)
+                restore = script_runtime.set_compile_config(case.schedule.config)
                 try:
-                    fresh = standalone.fresh_recheck(
+                    fresh = script_runtime.fresh_recheck(
                         fn, lambda: torch.compile(fn, **lane.compile_kwargs(True)),
                         case.schedule.calls[index].to_json(), lane.device, run.context)
                 finally:

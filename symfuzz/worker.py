@@ -31,10 +31,10 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
     (``oracles.guards``); ``on_plan(case)`` hears the extended case before
     they run, and the result carries it as ``case``.
     """
-    from oracles import standalone
-    from oracles.execute import execute
-    from oracles.registry import judge
-    from oracles.triage import triage
+    from symfuzz.fuzz import script_runtime
+    from symfuzz.oracles.lanes.execute import execute
+    from symfuzz.oracles.registry import judge
+    from symfuzz.oracles.triage import triage
 
     t0 = time.perf_counter()
     run = execute(case, lane, plan=plan, on_plan=on_plan)
@@ -74,7 +74,7 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         "planned": [c.purpose.split(":")[0] for c in calls if c.purpose != "drawn"],
         "planned_reused": sum(1 for c in calls if c.expect_reuse and c.graphs == 0),
         "rejected": sum(1 for c in calls if "error" in c.compiled and "error" not in c.eager
-                        and standalone.rejection(c.compiled["error"], run.context) == "rejected"),
+                        and script_runtime.rejection(c.compiled["error"], run.context) == "rejected"),
         "first_errors": _first_errors(calls),
     }
 
@@ -96,7 +96,7 @@ def run_canary(lane) -> dict:
     """The canary case (``fuzz.canary``) through ``run_case``, as generated cases
     go, without guard-directed calls: the canary is a fixed schedule, so it does
     not depend on which guards this torch installs. Returns the "canary" event."""
-    from .canary import canary_case
+    from symfuzz.canary import canary_case
 
     t0 = time.perf_counter()
     try:
@@ -109,7 +109,7 @@ def run_canary(lane) -> dict:
 
 def run_generated(index: int, seed: int, config, lane, send) -> None:
     """Generate case ``index``, run it, and send its "started" and "result" events."""
-    from .drawing import generate
+    from symfuzz.fuzz.drawing import generate
 
     t0 = time.perf_counter()
     try:
@@ -149,13 +149,13 @@ def main(argv=None) -> int:
         protocol.write(json.dumps(message, default=str) + "\n")
         protocol.flush()
 
-    from oracles.lanes import get_lane, prepare_process
+    from symfuzz.oracles.lanes.lane import get_lane, prepare_process
 
     lane = get_lane(args.lane)
     prepare_process(lane)
     import torch
 
-    from .generate import GenConfig
+    from symfuzz.fuzz.generate import GenConfig
 
     config = GenConfig(**json.loads(args.gen_config))
     send({"event": "ready", "pid": os.getpid(), "torch": torch.__version__})

@@ -41,15 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from corpus.atomic import append_line, write_json
-from corpus.finding import Finding, environment
-from corpus.replay import ScriptRunner, replay_finding, resident_mb
-from corpus.store import FindingStore
-from oracles.lanes import Lane
+from symfuzz.corpus.atomic import append_line, write_json
+from symfuzz.corpus.finding import Finding, environment
+from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
+from symfuzz.corpus.store import FindingStore
+from symfuzz.oracles.lanes.lane import Lane
 
-from .canary import canary_failure
-from .health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
-from .progress import Progress
+from symfuzz.canary import canary_failure
+from symfuzz.health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
+from symfuzz.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ class Worker:
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fuzz.worker", "--lane", config.lane.name, "--seed", str(config.seed),
+            [sys.executable, "-m", "symfuzz.worker", "--lane", config.lane.name, "--seed", str(config.seed),
              "--gen-config", json.dumps(config.gen_config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, bufsize=1,
         )
@@ -378,7 +378,7 @@ class Campaign:
                     self.flaky.add(twin)
 
     def death_finding(self, worker: Worker, returncode: Optional[int]) -> Optional[Finding]:
-        from oracles.standalone import signature
+        from symfuzz.fuzz.script_runtime import signature
 
         if worker.judged:
             # It died in triage, after the oracles had spoken: keep their verdict.
@@ -550,7 +550,7 @@ class Campaign:
 
     def _minify_findings(self, start: float) -> None:
         """Shrink each confirmed finding (after fuzzing: minifying needs the CPU the workers had)."""
-        from minifier.run import MinifyError, MinifyOptions, minify_finding
+        from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
 
         cfg = self.config
         for sig in sorted(self.confirmed):
