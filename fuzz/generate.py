@@ -29,7 +29,7 @@ import math
 import re
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import hypothesis.strategies as st
 import torch
@@ -37,13 +37,13 @@ import torch.nn.functional as torch_F
 
 from symfuzz.fuzz.script_runtime import make_arg
 
+from symfuzz.fuzz.choices import Draw, weighted
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.schedule import apply_hint_mode, draw_config, draw_marks
 from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program, SizeNode, node_reads, render_node)
 from symfuzz.fuzz.specs import all_specs
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT, OpSpec, Operand, ParamContext
 
-Draw = Callable[[st.SearchStrategy], Any]
 
 # (value, weight). Small sizes first so that shrinking moves toward them.
 SIZE_WEIGHTS = [(2, 10), (3, 10), (4, 9), (1, 6), (5, 8), (8, 7), (7, 6), (6, 5), (0, 2), (16, 4), (9, 3), (12, 3), (33, 2), (64, 1)]
@@ -74,17 +74,6 @@ class GenConfig:
     guard_planning: bool = True
     # Share of schedules compiled under z3 translation validation (slow).
     translation_validation_rate: float = 0.02
-
-
-def weighted(draw: Draw, pairs):
-    """Draw a value by weight; shrinks toward the first pair."""
-    total = sum(w for _, w in pairs)
-    ticket = draw(st.integers(0, total - 1))
-    for value, w in pairs:
-        if ticket < w:
-            return value
-        ticket -= w
-    raise AssertionError("unreachable")
 
 
 GLOBALS = {"torch": torch, "F": torch_F, "math": math}

@@ -17,11 +17,11 @@ failing case back to "no marks, default config" unless the failure needs them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
 
 import hypothesis.strategies as st
 
-Draw = Callable[[st.SearchStrategy], Any]
+from symfuzz.fuzz.choices import Draw, weighted
+
 
 # First-call size patterns. "none" keeps the independently drawn sizes.
 HINT_MODES = [("none", 12), ("duck", 4), ("zero-one", 3), ("large-first", 2)]
@@ -50,12 +50,6 @@ DEFAULT_RARITY = 6
 MARK_WEIGHTS = [("auto", 6), ("dynamic", 4), ("maybe_dynamic", 2), ("static", 2), ("unbacked", 1)]
 
 
-def _weighted(draw: Draw, pairs):
-    from symfuzz.fuzz.generate import weighted  # generate imports this module: import at call time
-
-    return weighted(draw, pairs)
-
-
 def apply_hint_mode(draw: Draw, symbols: dict[str, tuple[int, ...]]) -> str:
     """Rewrite the first calls' sizes to an unrepresentative pattern; returns the mode.
 
@@ -63,7 +57,7 @@ def apply_hint_mode(draw: Draw, symbols: dict[str, tuple[int, ...]]) -> str:
     compiles static and the second one makes the dynamic graph, whose hints
     are the ones that matter.
     """
-    mode = _weighted(draw, HINT_MODES)
+    mode = weighted(draw, HINT_MODES)
     n_calls = len(next(iter(symbols.values())))
     if mode == "none" or n_calls < 3:
         return "none"
@@ -123,7 +117,7 @@ def draw_marks(draw: Draw, inputs, values: dict[str, tuple[int, ...]]) -> list[d
         for dim, sym in enumerate(inp.dims):
             if isinstance(sym, int) or min(values[sym]) < 2:
                 continue
-            kind = _weighted(draw, MARK_WEIGHTS)
+            kind = weighted(draw, MARK_WEIGHTS)
             if kind == "auto":
                 continue
             mark = {"mark": kind}

@@ -89,7 +89,7 @@ def run_capture(script: Path, folder: Path, *, accuracy: bool, timeout: float,
                 env: Optional[dict] = None, args: tuple = ()) -> CaptureRun:
     """Run ``script`` (with ``args``) under the recording bootstrap, from the
     current directory as ``python script.py`` would be; the records it left."""
-    from symfuzz.corpus.replay import ScriptRunner
+    from symfuzz.corpus.replay import ScriptRunner  # parent side only: symfuzz is importable here
 
     script = Path(script).resolve()
     folder = Path(folder).resolve()

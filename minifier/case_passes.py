@@ -13,15 +13,14 @@ edits one edits both (``_set_symbol``, ``_drop_inputs``...).
 
 from __future__ import annotations
 
-import functools
-import json
 import re
 from dataclasses import replace
 from typing import Iterator, Optional
 
 from symfuzz.fuzz.case import ArgSpec, Call, Case
-from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program, SizeNode, node_reads)
+from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, SizeNode, node_reads)
 
+from symfuzz.minifier.case_eager import values_at
 from symfuzz.minifier.case_subject import CaseSubject
 
 SIDE_EFFECTS = (EffectNode, CheckNode, GraphBreakNode)
@@ -35,59 +34,6 @@ def _failing_output(subject: CaseSubject) -> Optional[int]:
     path = (subject.verdict.get("evidence") or {}).get("path") or ""
     m = re.match(r"out\[0\]\[(\d+)\]", path)
     return int(m.group(1)) if m else None
-
-
-@functools.lru_cache(maxsize=256)
-def _values_at(program_json: str, call_json: str) -> dict:
-    """{name: (shape, dtype) | int | None} for every value of the program at one
-    call, or {} if eager raises: a tensor's shape and dtype, a size's value,
-    None for anything else (tuples, lists)."""
-    import torch
-
-    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
-    from symfuzz.fuzz.script_runtime import make_args
-
-    program = Program.from_json(json.loads(program_json))
-    namespace: dict = {}
-    try:
-        source = program.render().rsplit("\n    return", 1)[0] + "\n    return locals()\n"
-        exec(compile(PROGRAM_GLOBALS_SOURCE + source, "<symfuzz minify>", "exec"), namespace)
-        values = namespace["fn"](*make_args(json.loads(call_json)))
-    except Exception:  # noqa: BLE001 - an invalid candidate, not an error of ours
-        return {}
-    out = {}
-    for name, value in values.items():
-        if isinstance(value, torch.Tensor):
-            out[name] = (tuple(value.shape), str(value.dtype).replace("torch.", ""))
-        else:
-            out[name] = value if type(value) is int else None
-    return out
-
-
-def values_at(case: Case, index: int) -> dict:
-    return _values_at(json.dumps(case.program.to_json(), sort_keys=True),
-                      json.dumps(case.schedule.calls[index].to_json(), sort_keys=True))
-
-
-def eager_runs(case: Case, index: int) -> bool:
-    return bool(values_at(case, index))
-
-
-def plausible(subject: CaseSubject) -> bool:
-    """Cheap in-process filter before a fresh-process query: eager must behave
-    at the failing call as it did in the finding (return, or raise for an
-    accepts-invalid finding). Anything else cannot be the same bug."""
-    calls = subject.case.schedule.calls
-    index = subject.verdict.get("call_index")
-    if not calls:
-        return False
-    index = index if isinstance(index, int) and 0 <= index < len(calls) else 0
-    try:
-        subject.case.program.render()
-    except Exception:  # noqa: BLE001
-        return False
-    runs = eager_runs(subject.case, index)
-    return not runs if subject.verdict.get("symptom") == "accepts-invalid" else runs
 
 
 # ---------------------------------------------------------------- program surgery

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.repro import render_repro
 from symfuzz.fuzz.case import Case
+from symfuzz.minifier.case_eager import plausible
 from symfuzz.fuzz.ir import OpNode
 
 # Marks that make a dim symbolic when the compile sees it.
@@ -84,8 +85,6 @@ class CaseSubject:
         return render_compact(self) or self.query_script()
 
     def plausible(self) -> bool:
-        from symfuzz.minifier.case_passes import plausible
-
         return plausible(self)
 
     def repro_matches(self, outcome) -> bool:

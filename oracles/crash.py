@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
-from symfuzz.oracles.registry import oracle
 from symfuzz.oracles.verdict import Verdict, passed
 
 
@@ -12,7 +11,6 @@ def fresh_compile_passed(call) -> bool:
     return call.fresh is not None and call.fresh.get("failure") is None
 
 
-@oracle("crash")
 def crash_oracle(case, run) -> Verdict:
     """Fails when exactly one of eager and compiled raised on some call.
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.crash import fresh_compile_passed
-from symfuzz.oracles.registry import oracle
 from symfuzz.oracles.verdict import Verdict, passed
 
 
-@oracle("differential")
 def differential_oracle(case, run) -> Verdict:
     """Fails when a call where both sides returned gives different results.
 

@@ -17,7 +17,6 @@ recompiles the guard managers did not predict are counted in stats only.
 from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
-from symfuzz.oracles.registry import oracle
 from symfuzz.oracles.verdict import Verdict, passed
 
 
@@ -33,7 +32,6 @@ def _comparable(case, index, other) -> bool:
     )
 
 
-@oracle("recompiles")
 def recompiles_oracle(case, run) -> Verdict:
     for index, call in enumerate(run.calls):
         if "error" in call.compiled and "error" not in call.eager:

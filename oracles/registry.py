@@ -1,34 +1,38 @@
-"""The oracle registry: name -> function(case, run) -> Verdict.
+"""The oracle registry: every oracle, by name, in the order a run is judged.
 
-Contract for every oracle: it reads the case and the run, never mutates
-them, runs nothing through the compiler itself, and returns one Verdict
-(the first failure it sees, or a pass).
+Contract for every oracle: a function (case, run) -> Verdict. It reads the case
+and the run, never mutates them, runs nothing through the compiler itself, and
+returns one Verdict (the first failure it sees, or a pass).
+
+The oracles are declared here, in one table, rather than registering
+themselves on import: each oracle module then imports only what lies below
+it, and this module is the one place that lists them all.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from symfuzz.oracles import crash, differential, recompiles, reuse, symbolic_meta
 from symfuzz.oracles.verdict import Verdict
 
 Oracle = Callable[..., Verdict]
-ORACLES: dict[str, Oracle] = {}
 
+# Order matters: verdicts are reported, and ties between failures at one call
+# broken, in this order.
+ORACLES: dict[str, Oracle] = {
+    "crash": crash.crash_oracle,
+    "differential": differential.differential_oracle,
+    "recompiles": recompiles.recompiles_oracle,
+    "reuse-soundness": reuse.reuse_oracle,
+    symbolic_meta.NAME: symbolic_meta.symbolic_metadata_oracle,
+}
 
-def oracle(name: str):
-    def register(fn: Oracle) -> Oracle:
-        if name in ORACLES:
-            raise ValueError(f"oracle {name!r} is registered twice")
-        ORACLES[name] = fn
-        fn.oracle_name = name
-        return fn
-
-    return register
+# One more oracle name is not a function over a run: verdict.ISOLATION, under
+# which the campaign reports a case whose worker died or hung.
 
 
 def judge(case, run, names=None) -> list[Verdict]:
     """Every (or the named) oracle's verdict on one run."""
-    from symfuzz.oracles import crash, differential, recompiles, reuse, symbolic_meta  # noqa: F401 - registers the built-in oracles
-
     chosen = names or list(ORACLES)
     return [ORACLES[name](case, run) for name in chosen]

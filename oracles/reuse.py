@@ -10,11 +10,9 @@ through: a guard is missing or too weak.
 from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
-from symfuzz.oracles.registry import oracle
 from symfuzz.oracles.verdict import Verdict, passed
 
 
-@oracle("reuse-soundness")
 def reuse_oracle(case, run) -> Verdict:
     """Fails on the first reused call whose fresh-compile recheck passed.
 

@@ -83,8 +83,22 @@ needs symfuzz's IR (``stride_checked``) is computed here and handed to it
 
 from __future__ import annotations
 
-from symfuzz.oracles.registry import oracle
-from symfuzz.oracles.symbolic_trace import (DIM_DYNAMIC, FX_FLAGS, SIGNATURE_LANE, SYMPTOM, StrideBaseline, TensorMeta, Trace, TraceFailed, bind, compare_call, evaluate, judge_calls, real_strides, violated_guard)
+from symfuzz.oracles.symbolic_trace import (  # noqa: F401 - the tracing and comparison, torch-only (inlined into repros)
+    DIM_DYNAMIC,
+    FX_FLAGS,
+    SIGNATURE_LANE,
+    SYMPTOM,
+    StrideBaseline,
+    TensorMeta,
+    Trace,
+    TraceFailed,
+    bind,
+    compare_call,
+    evaluate,
+    judge_calls,
+    real_strides,
+    violated_guard,
+)
 from symfuzz.oracles.symbolic_trace import trace_symbolic as _trace_symbolic
 from symfuzz.oracles.verdict import Verdict
 
@@ -175,7 +189,6 @@ def trace_symbolic(source: str, call: dict, config: dict | None = None):
 # ---------------------------------------------------------------- the oracle
 
 
-@oracle(NAME)
 def symbolic_metadata_oracle(case, run) -> Verdict:
     """Fails when a fake tensor's symbolic size, stride or dtype, evaluated at a
     call's input sizes, differs from what eager produced on that call.

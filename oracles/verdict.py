@@ -17,6 +17,11 @@ SYMPTOMS = (
     "timeout",
     "process-death",  # segfault, abort, out of memory
 )
+# The oracle name of verdicts the campaign itself reaches, not an oracle over a
+# run: the worker running the case died (signal, out of memory) or hung past
+# the case timeout. The oracles over a run are listed in registry.ORACLES.
+ISOLATION = "isolation"
+
 STAGES = ("dynamo", "aot", "inductor", "codegen", "runtime", "guard", "unknown")
 
 

@@ -46,6 +46,7 @@ from symfuzz.corpus.finding import Finding, environment
 from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
 from symfuzz.corpus.store import FindingStore
 from symfuzz.oracles.lanes.lane import Lane
+from symfuzz.oracles.verdict import ISOLATION
 
 from symfuzz.canary import canary_failure
 from symfuzz.health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
@@ -396,7 +397,7 @@ class Campaign:
             symptom, key, evidence = "process-death", cause, {"cause": cause, "returncode": returncode}
         evidence["worker_log_tail"] = _tail(self.out / "workers" / f"worker-{worker.slot}.log")
         verdict = {
-            "ok": False, "oracle": "isolation", "symptom": symptom, "stage": "unknown",
+            "ok": False, "oracle": ISOLATION, "symptom": symptom, "stage": "unknown",
             "signature": signature(symptom, self.config.lane.name, key), "call_index": None, "evidence": evidence,
         }
         return Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json())

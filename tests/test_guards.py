@@ -3,7 +3,6 @@
 import importlib.util
 import re
 
-import pytest
 import torch
 
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule

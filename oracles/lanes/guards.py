@@ -24,7 +24,6 @@ finding replays from its JSON alone, without z3.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -134,7 +133,6 @@ class GuardModel:
     call_index: int = 0  # the schedule call whose compile these guards come from
 
     def domain(self):
-        import z3
 
         out = []
         for (arg, dim), var in self.dims.items():

@@ -1,0 +1,67 @@
+"""What eager does with a candidate case, learned in-process and cached.
+
+The case passes read it to learn the shapes of intermediate values, and a
+CaseSubject reads it to drop a candidate before a fresh-process query when
+eager no longer behaves at the failing call as it did in the finding.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.ir import Program
+
+
+@functools.lru_cache(maxsize=256)
+def _values_at(program_json: str, call_json: str) -> dict:
+    """{name: (shape, dtype) | int | None} for every value of the program at one
+    call, or {} if eager raises: a tensor's shape and dtype, a size's value,
+    None for anything else (tuples, lists)."""
+    import torch
+
+    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
+    from symfuzz.fuzz.script_runtime import make_args
+
+    program = Program.from_json(json.loads(program_json))
+    namespace: dict = {}
+    try:
+        source = program.render().rsplit("\n    return", 1)[0] + "\n    return locals()\n"
+        exec(compile(PROGRAM_GLOBALS_SOURCE + source, "<symfuzz minify>", "exec"), namespace)
+        values = namespace["fn"](*make_args(json.loads(call_json)))
+    except Exception:  # noqa: BLE001 - an invalid candidate, not an error of ours
+        return {}
+    out = {}
+    for name, value in values.items():
+        if isinstance(value, torch.Tensor):
+            out[name] = (tuple(value.shape), str(value.dtype).replace("torch.", ""))
+        else:
+            out[name] = value if type(value) is int else None
+    return out
+
+
+def values_at(case: Case, index: int) -> dict:
+    return _values_at(json.dumps(case.program.to_json(), sort_keys=True),
+                      json.dumps(case.schedule.calls[index].to_json(), sort_keys=True))
+
+
+def eager_runs(case: Case, index: int) -> bool:
+    return bool(values_at(case, index))
+
+
+def plausible(subject) -> bool:
+    """Cheap in-process filter before a fresh-process query: eager must behave
+    at the failing call as it did in the finding (return, or raise for an
+    accepts-invalid finding). Anything else cannot be the same bug."""
+    calls = subject.case.schedule.calls
+    index = subject.verdict.get("call_index")
+    if not calls:
+        return False
+    index = index if isinstance(index, int) and 0 <= index < len(calls) else 0
+    try:
+        subject.case.program.render()
+    except Exception:  # noqa: BLE001
+        return False
+    runs = eager_runs(subject.case, index)
+    return not runs if subject.verdict.get("symptom") == "accepts-invalid" else runs
