@@ -128,7 +128,7 @@ def _import_root(name: str, file: str) -> str:
 
 def _ours(name: str) -> bool:
     top = name.split(".")[0]
-    return top in ("opcheck", "fuzz", "oracles", "corpus", "minifier", "symfuzz", "torch", "_pytest", "pytest")
+    return top in ("symfuzz", "torch", "_pytest", "pytest")
 
 
 def registering_modules(qualname: str, by_file=None) -> list[str]:

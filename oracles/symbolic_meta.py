@@ -51,7 +51,7 @@ Strides are compared the way torch compares fake and real tensors
 uses it): non-empty tensors, dims of size > 1, and only on calls whose input
 strides match the traced input strides (layouts change between calls; the
 trace then says nothing about output strides). Torch does not promise eager
-strides for CPU elementwise ops (``only_cuda=True``, pytorch issue 77553),
+strides for CPU elementwise ops (``only_cuda=True``, pytorch/pytorch#77553),
 and generated programs hit real differences of that kind in torch 2.13
 (``copysign`` with a broadcast operand, ``F.one_hot`` of a transposed
 input: fake mode runs decompositions that lay the result out differently
@@ -126,7 +126,7 @@ def stride_checked(program, ops=None, fresh=None) -> set:
     Torch holds fake tensors to eager's strides (``CrossRefFakeMode``,
     ``torch._prims_common.check_significant_strides``) except for CPU
     elementwise ops, whose strides "are incorrect in PyTorch" (pytorch
-    issue 77553, the reason for its ``only_cuda=True`` default). A value's
+    pytorch/pytorch#77553, the reason for its ``only_cuda=True`` default). A value's
     strides are only as good as every op on its way from the inputs, so a
     value is checked when it is an input, made by an op in ``fresh``
     (default ``FRESH_OPS``: a new contiguous tensor, whatever the operands),

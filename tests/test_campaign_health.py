@@ -18,7 +18,7 @@ from symfuzz.health import InternalErrors, ProgramHealth, cause_of, exception_li
 # ---------------------------------------------------------------- causes
 
 
-def _traceback(last_line: str, path: str = "/work/main/fuzz/worker.py") -> str:
+def _traceback(last_line: str, path: str = "/home/user/project/symfuzz/worker.py") -> str:
     return ("Traceback (most recent call last):\n"
             f'  File "{path}", line 103, in run_canary\n'
             "    result = run_case(canary_case(), lane, plan=False)\n"
