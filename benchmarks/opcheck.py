@@ -73,15 +73,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FRESH_CACHE = None if "--keep-cache" in sys.argv[1:] else tempfile.mkdtemp(prefix="symfuzz-opcheck-bench-cache-")
 if FRESH_CACHE:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = FRESH_CACHE
-# ROOT ahead of benchmarks/ (the script's own folder, which Python put first):
-# ``import opcheck`` must find the package, not this file.
-sys.path.insert(0, str(ROOT))
+# The planted and correct test ops live in tests/opcheck_ops.
 sys.path.insert(0, str(ROOT / "tests"))
 
 import torch
 from opcheck_ops import buggy, correct
 
-import symfuzz.opcheck as opcheck
+from symfuzz import opcheck
 
 # Short labels of the bug classes the docstrings of buggy.py name.
 BUG_LABELS = {
