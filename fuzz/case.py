@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from symfuzz.fuzz.ir import Program
+from symfuzz.fuzz.ir import BranchNode, CondNode, ExprNode, OpNode, Program
 
 # Dynamism marks a dim may carry in a call. "auto" means none: automatic dynamic.
 MARKS = ("auto", "dynamic", "maybe_dynamic", "static", "unbacked")
@@ -91,8 +91,6 @@ class Case:
 
     def output_ops(self) -> list[str]:
         """For each returned value, the op that produced it ("input" for inputs)."""
-        from symfuzz.fuzz.ir import BranchNode, CondNode, ExprNode, OpNode
-
         producer: dict[str, str] = {}
         for node in self.program.body:
             if isinstance(node, OpNode):

@@ -50,6 +50,8 @@ else:  # pragma: no cover
 
 def generate(seed: int, index: int, config):
     """The case for (seed, index): a pure function of both and the versions."""
+    # Deferred: the generator imports torch, and this module must stay importable
+    # in a worker before its lane has set torch's environment.
     from symfuzz.fuzz.generate import draw_case
 
     kwargs = {"provider": PROVIDER} if PROVIDER is not None else {}
@@ -62,6 +64,6 @@ def generate(seed: int, index: int, config):
 
 def case_from_choices(choices, config):
     """Replay a case from its recorded Hypothesis choice sequence."""
-    from symfuzz.fuzz.generate import draw_case
+    from symfuzz.fuzz.generate import draw_case  # deferred: imports torch (see generate above)
 
     return draw_case(ConjectureData.for_choices(choices).draw, config)

@@ -41,7 +41,7 @@ from symfuzz.fuzz.choices import Draw, weighted
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.schedule import apply_hint_mode, draw_config, draw_marks
 from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program, SizeNode, node_reads, render_node)
-from symfuzz.fuzz.specs import all_specs
+from symfuzz.fuzz.specs import all_specs, required_dynamo_config
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT, OpSpec, Operand, ParamContext
 
 
@@ -741,10 +741,6 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
 
 def _merge_required_config(schedule_config: dict, program: Program) -> None:
     """Flags the program's ops need (e.g. capturing data-dependent sizes)."""
-    try:
-        from symfuzz.fuzz.specs import required_dynamo_config
-    except ImportError:  # no op family needs any flag
-        return
     for flag, value in required_dynamo_config(program).items():
         schedule_config.setdefault("dynamo", {})[flag] = value
 

@@ -17,10 +17,13 @@ failing case back to "no marks, default config" unless the failure needs them.
 
 from __future__ import annotations
 
+import re
+
 
 import hypothesis.strategies as st
 
 from symfuzz.fuzz.choices import Draw, weighted
+from symfuzz.fuzz.ir import BranchNode, EffectNode, GraphBreakNode, OpNode, SizeNode, render_node
 
 
 # First-call size patterns. "none" keeps the independently drawn sizes.
@@ -144,10 +147,6 @@ def demands_specialization(program) -> bool:
     know, or a size read next to a comparison in any statement, counts.
     Shared by the recompiles oracle and the export lane.
     """
-    import re
-
-    from symfuzz.fuzz.ir import BranchNode, EffectNode, GraphBreakNode, OpNode, SizeNode, render_node
-
     size_names: set[str] = set()  # ints computed from sizes by earlier SizeNodes
     for node in program.body:
         if isinstance(node, BranchNode):

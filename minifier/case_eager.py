@@ -19,10 +19,12 @@ def _values_at(program_json: str, call_json: str) -> dict:
     """{name: (shape, dtype) | int | None} for every value of the program at one
     call, or {} if eager raises: a tensor's shape and dtype, a size's value,
     None for anything else (tuples, lists)."""
+    # Deferred: `symfuzz minify` reaches this module through the CLI, and its
+    # parent process loads torch only once a pass asks for eager facts.
     import torch
 
-    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
     from symfuzz.fuzz.script_runtime import make_args
+    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
 
     program = Program.from_json(json.loads(program_json))
     namespace: dict = {}

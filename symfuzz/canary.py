@@ -16,6 +16,7 @@ from typing import Optional
 
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.health import exception_line
 
 
 def canary_case() -> Case:
@@ -39,8 +40,6 @@ def canary_failure(result: dict) -> Optional[str]:
 
     ``result`` is a ``run_case`` result, or ``{"internal_error": traceback}``.
     """
-    from symfuzz.health import exception_line
-
     if "internal_error" in result:
         return f"internal error in the worker: {exception_line(result['internal_error'])}"
     if not result["valid"]:

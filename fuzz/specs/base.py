@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+import hypothesis.strategies as st
+
 FLOAT = "float"
 INT = "int"
 BOOL = "bool"
@@ -192,8 +194,6 @@ def wrap_dim(dim: int, rank: int) -> int:
 
 def draw_dim(ctx: ParamContext, operand: int = 0, allow_negative: bool = True) -> int:
     """A valid dim of an operand, sometimes negative."""
-    import hypothesis.strategies as st
-
     rank = max(ctx.operands[operand].rank, 1)
     lo = -rank if allow_negative else 0
     return ctx.draw(st.integers(lo, rank - 1))

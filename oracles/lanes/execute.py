@@ -12,8 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
+import torch
+
 from symfuzz.fuzz import script_runtime
+from symfuzz.fuzz.case import Call
+from symfuzz.fuzz.schedule import demands_specialization
+from symfuzz.oracles.lanes.guards import build_model, over_guards, plan_calls, recording_backend
 from symfuzz.oracles.lanes.lane import Lane, config_patch
+from symfuzz.oracles.lanes.runners import build_runner
 
 PROGRAM_GLOBALS_SOURCE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 
@@ -61,8 +67,6 @@ def load_function(source: str) -> Callable:
 
 def judge_context(case) -> dict:
     """What the judges must know about the schedule (script_runtime.rejection)."""
-    from symfuzz.fuzz.schedule import demands_specialization
-
     marked = any(arg.marks for call in case.schedule.calls for arg in call.args)
     return {
         "constrained": bool(marked or case.schedule.config),
@@ -96,8 +100,6 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
     appended after the schedule's own calls; ``on_plan(extended_case)`` is
     told before they run, so a crash during them loses nothing.
     """
-    import torch
-
     fn = load_function(case.source)
     torch._dynamo.reset()
     seconds = {"compile": 0.0, "run": 0.0, "eager": 0.0}
@@ -122,8 +124,6 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
             if lane.runner:
                 compiled_fn = make_compiled(fn, case, lane)
             else:
-                from symfuzz.oracles.lanes.guards import recording_backend
-
                 recorder = recording_backend(lane, case.schedule.dynamic)
                 compiled_fn = torch.compile(fn, backend=recorder, dynamic=case.schedule.dynamic)
             calls = [c.to_json() for c in case.schedule.calls]
@@ -158,8 +158,6 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
             result.purpose, result.expect_reuse = purpose_call.purpose, purpose_call.expect_reuse
         results.append(result)
     if recorder is not None:
-        from symfuzz.oracles.lanes.guards import over_guards
-
         guard_info["compiles"] = len(recorder.compiles)
         guard_info["over_guards"] = over_guards(recorder.compiles)
         guard_info["unexplained_recompiles"] = sum(
@@ -173,11 +171,7 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
 def make_compiled(fn, case, lane: Lane) -> Callable:
     """The compiled side of a run: ``torch.compile``, or the lane's own runner
     (e.g. torch.export) for lanes that compile some other way."""
-    import torch
-
     if lane.runner:
-        from symfuzz.oracles.lanes.runners import build_runner
-
         return build_runner(lane, fn, case)
     return torch.compile(fn, **lane.compile_kwargs(case.schedule.dynamic))
 
@@ -188,6 +182,7 @@ def make_compiled(fn, case, lane: Lane) -> Callable:
 def _would_reuse(fn, program, args) -> Optional[bool]:
     """Ask every cached graph's guard manager whether it accepts ``args``."""
     try:
+        # Private API, read at use: a torch without it loses this prediction, not the run.
         from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
         entries = _debug_get_cache_entry_list(fn.__code__)
@@ -199,8 +194,6 @@ def _would_reuse(fn, program, args) -> Optional[bool]:
 
 def _latest_model(recorder, case, n_calls):
     """The guard model of the newest symbolic compile of the program's own frame."""
-    from symfuzz.oracles.lanes.guards import build_model
-
     shapes = [[a.shape for a in call.args] for call in case.schedule.calls]
     own_frame = recorder.compiles[0].frame_id if recorder.compiles else None
     for record in reversed(recorder.compiles):
@@ -228,10 +221,6 @@ def _describe_model(model) -> dict:
 
 
 def _plan(model, case):
-    from symfuzz.fuzz.case import Call
-
-    from symfuzz.oracles.lanes.guards import plan_calls
-
     previous = [[a.shape for a in call.args] for call in case.schedule.calls]
     template = case.schedule.calls[model.call_index]
     out = []
@@ -271,8 +260,6 @@ def _recheck_reused_failures(run: Run, fn, case, lane: Lane) -> None:
     """For the first failing call that reused a cached graph, compile afresh."""
     if lane.runner:
         return
-    import torch
-
     for index, call in enumerate(run.calls):
         failure = script_runtime.judge_call(call.eager, call.compiled, call.reference, run.context)
         if failure is None:

@@ -50,6 +50,8 @@ import shutil
 import tempfile
 
 import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
 
 # Exceptions (matched by class name anywhere in the MRO, so that no private
 # module must be imported) by which export says it cannot trace a program.
@@ -358,9 +360,6 @@ class ExportedRunner:
 
     def _dynamo_admits(self, index):
         """Does Dynamo + AOTAutograd, compiled at call 0, run call ``index`` on that graph, correctly?"""
-        import torch._dynamo
-        from torch._dynamo.utils import counters
-
         saved = dict(counters["stats"])  # run_schedule counts graphs per call: leave no trace
         torch._dynamo.reset()
         try:

@@ -28,6 +28,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import sympy
+import torch
+import torch._guards
+import z3
+from torch._dynamo.backends.registry import lookup_backend
+from torch.fx.experimental.validator import SympyToZ3, TranslationValidator
+from torch.utils._sympy.numbers import int_oo
+
 SOURCE_RE = re.compile(r"^L\['(\w+)'\]\.size\(\)\[(\d+)\]$")
 # z3 work limits. Resource limits (rlimit) rather than wall-clock timeouts
 # keep the planned calls a function of the case, not of machine load; the
@@ -68,8 +76,6 @@ class GuardRecorder:
         self.call_index = 0
 
     def __call__(self, gm, example_inputs):
-        import torch._guards
-
         fake_mode = torch._guards.detect_fake_mode(example_inputs)
         shape_env = getattr(fake_mode, "shape_env", None)
         symbolic = bool(shape_env is not None and shape_env.backed_var_to_val)
@@ -82,9 +88,6 @@ class GuardRecorder:
 
 def recording_backend(lane, dynamic):
     """(GuardRecorder, extra torch.compile kwargs) wrapping ``lane``'s backend."""
-    import torch
-    from torch._dynamo.backends.registry import lookup_backend
-
     if lane.backend == "inductor":
         inner = torch._TorchCompileInductorWrapper(lane.mode, None, dynamic)
     else:
@@ -142,8 +145,6 @@ class GuardModel:
         return out
 
     def solver(self):
-        import z3
-
         solver = z3.Solver()
         solver.set("timeout", SOLVER_TIMEOUT_MS)
         solver.set("rlimit", SOLVER_RLIMIT)
@@ -157,13 +158,9 @@ class GuardModel:
         return shapes
 
     def substitution(self, shapes):
-        import z3
-
         return [(var, z3.IntVal(shapes[arg][dim])) for (arg, dim), var in self.dims.items()]
 
     def holds(self, item: Item, shapes) -> bool:
-        import z3
-
         value = z3.simplify(z3.substitute(item.expr, *self.substitution(shapes)))
         return z3.is_true(value)
 
@@ -175,8 +172,6 @@ class GuardModel:
 
     def regions(self, limit: int = MAX_REGIONS) -> tuple[set, bool]:
         """Satisfiable guard regions among valid sizes; (regions, complete)."""
-        import z3
-
         solver = self.solver()
         solver.add(*[i.expr for i in self.validity])
         flags = [z3.Bool(f"g{i}") for i in range(len(self.guards))]
@@ -201,10 +196,6 @@ def build_model(shape_env, inputs, compiling_shapes) -> Optional[GuardModel]:
     program size symbols); ``compiling_shapes`` are the shapes of the call
     that made this compile (static dims are guarded to those values).
     """
-    import z3
-    from torch.fx.experimental.validator import SympyToZ3, TranslationValidator
-    from torch.utils._sympy.numbers import int_oo
-
     if shape_env is None or not shape_env.backed_var_to_val:
         return None
     index = {inp.name: i for i, inp in enumerate(inputs)}
@@ -253,8 +244,6 @@ def build_model(shape_env, inputs, compiling_shapes) -> Optional[GuardModel]:
             model.guards.append(Item("duck", f"{_dim_name(inputs, other)} == {_dim_name(inputs, first)}",
                                      dims[other] == dims[first], dims[other] - dims[first]))
         if replacement is not None:
-            import sympy
-
             try:
                 model.guards.append(Item("guard", f"{sym} == {replacement}", to_z3(sympy.Eq(sym, replacement))))
             except Exception as exc:  # noqa: BLE001 - keep going without it
@@ -305,8 +294,6 @@ def _irredundant(model: GuardModel, items: list[Item]) -> list[Item]:
     ``s0 > 4`` next to the range ``s0 >= 5``, chains of Mod guards for a view),
     so that regions count real distinctions. Duck and static items are kept:
     they are exactly the guards the planted-fault tests drop."""
-    import z3
-
     kept = list(items)
     for item in list(items):
         if item.kind in ("duck", "static"):
@@ -326,8 +313,6 @@ def _dim_name(inputs, key) -> str:
 
 def _relation(to_z3_term, expr):
     """lhs - rhs of a relational sympy guard, as a z3 term (None otherwise)."""
-    import sympy
-
     if not isinstance(expr, sympy.core.relational.Relational):
         return None
     try:
@@ -358,8 +343,6 @@ def plan_calls(model: GuardModel, previous: list[list[tuple[int, ...]]], budget:
 
     ``previous`` are the shapes already called; new calls differ from them.
     """
-    import z3
-
     budget = dict(PLAN_BUDGET if budget is None else budget)
     planned: list[PlannedCall] = []
     seen = [tuple(map(tuple, p)) for p in previous]

@@ -8,10 +8,14 @@ worker can also run a cheaper lane in-process to triage a failure.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from dataclasses import dataclass, field
+from shutil import which
 from typing import Callable, Optional
+
+from symfuzz.oracles.lanes.triton_cpu import enable_triton_interpreter, triton_interpreter_unavailable_reason
 
 # Applied to every Inductor lane, on purpose:
 # - emulate_precision_casts: Inductor keeps bf16/fp16 intermediates in fp32
@@ -84,15 +88,13 @@ class Lane:
 
 
 def _needs_triton_interpreter() -> Optional[str]:
-    from symfuzz.oracles.lanes.triton_cpu import triton_interpreter_unavailable_reason
-
     return triton_interpreter_unavailable_reason()
 
 
 def _needs_cuda() -> Optional[str]:
     if importlib.util.find_spec("triton") is None:
         return "triton is not installed"
-    import torch
+    import torch  # deferred: listing lanes (the CLI, the campaign's parent) must not import torch
 
     if not torch.cuda.is_available():
         return "no CUDA GPU visible to torch (this torch build: %s)" % torch.__version__
@@ -100,8 +102,6 @@ def _needs_cuda() -> Optional[str]:
 
 
 def _needs_cpp_toolchain() -> Optional[str]:
-    from shutil import which
-
     cxx = os.environ.get("CXX", "g++")
     if which(cxx) is None and which("c++") is None:
         return f"no C++ compiler found ({cxx}); Inductor's C++ codegen needs one"
@@ -232,18 +232,14 @@ def prepare_process(lane: Lane) -> None:
     for key, value in lane.env.items():
         os.environ.setdefault(key, value)
     if lane.setup == "triton-interpreter":
-        from symfuzz.oracles.lanes.triton_cpu import enable_triton_interpreter
-
         enable_triton_interpreter()
 
 
 def config_patch(lane: Lane):
     """A context manager applying the lane's Inductor config."""
-    import contextlib
-
     if not lane.config:
         return contextlib.nullcontext()
-    import torch._inductor.config as inductor_config
+    import torch._inductor.config as inductor_config  # deferred: this module must not import torch (see _needs_cuda)
 
     known = {k: v for k, v in lane.config.items() if hasattr(inductor_config, k)}
     return inductor_config.patch(known)

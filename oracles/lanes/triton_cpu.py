@@ -64,12 +64,15 @@ Public API: :func:`enable_triton_interpreter`,
 # No ``from __future__`` imports: this text may be pasted mid-file.
 import functools
 import hashlib
+import importlib.metadata as md
 import importlib.util
+import inspect
 import math
 import os
 import re
 import sys
 import threading
+import warnings
 
 __all__ = ["enable_triton_interpreter", "triton_interpreter_unavailable_reason"]
 
@@ -125,8 +128,6 @@ def _triton_version(triton_dir):
     mod = sys.modules.get("triton")
     if mod is not None and getattr(mod, "__version__", None):
         return str(mod.__version__)
-    import importlib.metadata as md
-
     for dist in ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu", "triton-cpu"):
         try:
             return md.version(dist)
@@ -246,7 +247,7 @@ def enable_triton_interpreter() -> None:
     inductor_config.cpu_backend = "triton"
 
     if not _state["enabled"]:
-        import triton
+        import triton  # lazy, as are all non-stdlib imports here (see the module docstring)
 
         knobs = getattr(triton, "knobs", None)
         if knobs is not None and not knobs.runtime.interpret:  # pragma: no cover - defensive
@@ -268,8 +269,6 @@ def _silence_known_noise():
       of a row), which makes numpy emit RuntimeWarnings attributed to
       ``triton.runtime.interpreter``; the masked results are discarded.
     """
-    import warnings
-
     warnings.filterwarnings("ignore", message="Could not find an active CPU backend", category=UserWarning)
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
 
@@ -289,9 +288,10 @@ def _interpreter_backend_hash() -> str:
     unavailable, the version) together with a fixed "interpreter" backend tag.
     Upper-case hex like the original (it must not look like a Python keyword).
     """
-    import triton
+    import triton  # lazy, as are all non-stdlib imports here (see the module docstring)
 
     try:
+        # lazy, as are all non-stdlib imports here (see the module docstring)
         from triton.runtime.cache import triton_key
 
         base = triton_key()
@@ -306,7 +306,7 @@ def _patch_backend_hash():
     every already-imported torch module that bound it by name (``from ...
     import triton_hash_with_backend``).  Modules imported later pick up the
     patched attribute from ``torch.utils._triton`` itself."""
-    import torch.utils._triton as tu
+    import torch.utils._triton as tu  # lazy, as are all non-stdlib imports here (see the module docstring)
 
     original = getattr(tu, "triton_hash_with_backend", None)
     if original is None or getattr(original, _MARK, False):
@@ -342,11 +342,11 @@ def _impls():
     helpers may compute in a wider type where that is more exact.  Functions
     numpy lacks use torch's CPU kernels (same numerics as eager).
     """
-    import numpy as np
+    import numpy as np  # lazy, as are all non-stdlib imports here (see the module docstring)
 
     def torch_unary(path):
         def impl(x):
-            import torch
+            import torch  # lazy, as are all non-stdlib imports here (see the module docstring)
 
             fn = torch
             for part in path.split("."):
@@ -419,7 +419,7 @@ def _impls():
         return np.where(np.abs(x64 - np.floor(x64)) == 0.5, 0.0, r)
 
     def erfcinv(y):
-        import torch
+        import torch  # lazy, as are all non-stdlib imports here (see the module docstring)
 
         t = torch.from_numpy(np.asarray(y, dtype=np.float64) / 2.0)
         return (-torch.special.ndtri(t) / math.sqrt(2.0)).numpy()
@@ -542,7 +542,7 @@ def _np_dtype(tl_scalar_dtype):
 
         return _get_np_dtype(tl_scalar_dtype)
     except ImportError:  # pragma: no cover - fallback for a moved helper
-        import numpy as np
+        import numpy as np  # lazy, as are all non-stdlib imports here (see the module docstring)
 
         name = str(tl_scalar_dtype)
         table = {"int1": "bool", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
@@ -550,7 +550,7 @@ def _np_dtype(tl_scalar_dtype):
 
 
 def _evaluate(name, arrays, np_out_dtype):
-    import numpy as np
+    import numpy as np  # lazy, as are all non-stdlib imports here (see the module docstring)
 
     impl = _impls().get(name)
     if impl is None:
@@ -569,6 +569,7 @@ def _numpy_extern_elementwise(self, libName, libPath, symbol, argList, retType, 
     the dtype (or block type) chosen from the CUDA symbol table.  Evaluated
     with numpy under the libdevice name recorded by the calling stand-in, or,
     for direct callers, the name recovered from the symbol."""
+    # lazy, as are all non-stdlib imports here (see the module docstring)
     from triton.runtime.interpreter import TensorHandle
 
     name = getattr(_tls, "name", None) or _name_from_symbol(symbol)
@@ -626,7 +627,8 @@ def _make_direct_standin(name, semantic, stub_module_name):
     promote/broadcast like ``extern_elementwise`` but without a dtype table."""
 
     def standin(*args, **kwargs):
-        import triton.language as tl
+        import triton.language as tl  # lazy, as are all non-stdlib imports here (see the module docstring)
+        # lazy, as are all non-stdlib imports here (see the module docstring)
         from triton.runtime.interpreter import TensorHandle
 
         tensors = [semantic.to_tensor(a) for a in args]
@@ -680,15 +682,15 @@ def _install_libdevice_standins():
     ``triton_compat.libdevice``, kernels' globals) sees the stand-ins.  This is
     only done with TRITON_INTERPRET=1, where the stubs are unusable anyway.
     """
-    import inspect
-
-    import triton.runtime.interpreter as interp
+    import triton.runtime.interpreter as interp  # lazy, as are all non-stdlib imports here (see the module docstring)
+    # lazy, as are all non-stdlib imports here (see the module docstring)
     from triton.language.extra import libdevice as stub
 
     if not getattr(interp.InterpreterBuilder.create_extern_elementwise, _MARK, False):
         interp.InterpreterBuilder.create_extern_elementwise = _numpy_extern_elementwise
 
     try:
+        # lazy, as are all non-stdlib imports here (see the module docstring)
         from triton.language.extra.cuda import libdevice as cuda
     except Exception:  # triton build without the NVIDIA extras: direct wrappers only
         cuda = None
