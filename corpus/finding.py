@@ -8,6 +8,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
+from symfuzz.oracles.verdict import Verdict
+
+# The format of finding.json. The verdict's evidence became typed records without
+# changing it: findings of every version-1 symfuzz load.
 FINDING_VERSION = 1
 
 
@@ -45,7 +49,7 @@ def _environment() -> dict:
 @dataclass
 class Finding:
     case: dict  # Case.to_json()
-    verdict: dict  # Verdict.to_json()
+    verdict: Verdict
     lane: dict  # Lane.to_json(): the lane is embedded so the finding replays alone
     environment: dict = field(default_factory=environment)
     triage: dict = field(default_factory=dict)
@@ -53,14 +57,14 @@ class Finding:
 
     @property
     def signature(self) -> str:
-        return self.verdict["signature"]
+        return self.verdict.signature
 
     def to_json(self) -> dict:
         return {
             "finding_version": FINDING_VERSION,
             "signature": self.signature,
             "case": self.case,
-            "verdict": self.verdict,
+            "verdict": self.verdict.to_json(),
             "lane": self.lane,
             "environment": self.environment,
             "triage": self.triage,
@@ -73,7 +77,7 @@ class Finding:
             raise ValueError("this finding was written by a newer symfuzz; upgrade symfuzz to replay it")
         return Finding(
             case=data["case"],
-            verdict=data["verdict"],
+            verdict=Verdict.from_json(data["verdict"]),
             lane=data["lane"],
             environment=data.get("environment", {}),
             triage=data.get("triage", {}),

@@ -24,6 +24,7 @@ from typing import Optional
 
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.repro import EXIT_FIXED, EXIT_REPRODUCED, render_repro
+from symfuzz.oracles.verdict import OUT_OF_MEMORY, Died, Hung
 
 
 @dataclass
@@ -104,11 +105,10 @@ def resident_mb(pid: int) -> float:
 def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional[dict] = None,
                    runner: Optional[ScriptRunner] = None) -> ReplayOutcome:
     """Regenerate the repro from the finding's JSON alone and run it fresh."""
-    evidence = finding.verdict.get("evidence", {})
-    symptom = finding.verdict["symptom"]
-    if symptom == "timeout":
-        timeout = evidence.get("timeout_seconds", timeout)
-    memory_limit = evidence.get("limit_mb") if evidence.get("cause") == "out-of-memory" else None
+    evidence = finding.verdict.evidence
+    if isinstance(evidence, Hung):
+        timeout = evidence.timeout_seconds
+    memory_limit = evidence.limit_mb if isinstance(evidence, Died) and evidence.out_of_memory else None
     with tempfile.TemporaryDirectory(prefix="symfuzz-replay-") as tmp:
         script = Path(tmp) / "repro.py"
         script.write_text(render_repro(finding))
@@ -120,7 +120,7 @@ def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional
 
 def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: bool = False) -> ReplayOutcome:
     verdict = finding.verdict
-    symptom = verdict["symptom"]
+    symptom = verdict.symptom
     result = result_line(out)
     sig = result.get("signature") if result else None
     if result is not None and result.get("ok") is True and code == EXIT_FIXED:
@@ -128,8 +128,8 @@ def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: 
     elif symptom == "timeout":
         status = "reproduced" if code is None else "different"
     elif symptom == "process-death":
-        cause = verdict.get("evidence", {}).get("cause")
-        if cause == "out-of-memory":
+        cause = verdict.evidence.cause if isinstance(verdict.evidence, Died) else None
+        if cause == OUT_OF_MEMORY:
             status = "reproduced" if memory_exceeded else "different"
         else:
             died_by = signal.Signals(-code).name if code is not None and code < 0 else None

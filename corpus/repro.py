@@ -228,7 +228,7 @@ def _render_symbolic_repro(finding, case) -> str:
     verdict = finding.verdict
     lane = finding.lane
     return SYMBOLIC_TEMPLATE.format(
-        headline=f"{verdict['symptom']} ({verdict.get('stage')}) [{verdict['signature']}]",
+        headline=f"{verdict.symptom} ({verdict.stage}) [{verdict.signature}]",
         lane_name=lane["name"],
         torch_version=finding.environment.get("torch"),
         source=case.source,
@@ -237,7 +237,7 @@ def _render_symbolic_repro(finding, case) -> str:
         calls=json.dumps([c.to_json() for c in case.schedule.calls], indent=1),
         output_ops=json.dumps(case.output_ops()),
         device=lane.get("device", "cpu"),
-        signature=verdict["signature"],
+        signature=verdict.signature,
         compile_config=repr(case.schedule.config),
         stride_paths=repr(sorted(stride_paths(case.program))),
         exit_reproduced=EXIT_REPRODUCED,
@@ -251,7 +251,7 @@ def render_repro(finding) -> str:
     from symfuzz.fuzz.case import Case
 
     case = Case.from_json(finding.case)
-    if finding.verdict.get("symptom") == "fake-real-mismatch":
+    if finding.verdict.symptom == "fake-real-mismatch":
         return _render_symbolic_repro(finding, case)
     lane = finding.lane
     verdict = finding.verdict
@@ -291,7 +291,7 @@ def render_repro(finding) -> str:
         how = f"torch.export.export, then {'AOTInductor' if artifact == 'aoti' else 'ExportedProgram.module()'}"
     calls = json.dumps([c.to_json() for c in case.schedule.calls], indent=1)
     return TEMPLATE.format(
-        headline=f"{verdict['symptom']} ({verdict.get('stage')}) [{verdict['signature']}]",
+        headline=f"{verdict.symptom} ({verdict.stage}) [{verdict.signature}]",
         lane_name=lane["name"],
         lane_desc=lane.get("backend"),
         torch_version=finding.environment.get("torch"),
@@ -301,8 +301,8 @@ def render_repro(finding) -> str:
         output_ops=json.dumps(case.output_ops()),
         compile_config=repr(case.schedule.config),
         context=repr(_judge_context(case)),
-        expect_reuse=repr([verdict["call_index"]] if verdict.get("symptom") == "excess-recompiles" else []),
-        signature=verdict["signature"],
+        expect_reuse=repr([verdict.call_index] if verdict.symptom == "excess-recompiles" else []),
+        signature=verdict.signature,
         config_lines="\n".join(config_lines),
         make_compiled=make_compiled,
         fresh_compile=fresh_compile,

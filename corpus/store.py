@@ -34,7 +34,7 @@ class FindingStore:
         """Store a finding; True if its signature is new, False if a duplicate."""
         folder = self.path(finding.signature)
         if finding.signature in self:
-            append_line(folder / "duplicates.jsonl", {"case": finding.case, "verdict": finding.verdict})
+            append_line(folder / "duplicates.jsonl", {"case": finding.case, "verdict": finding.verdict.to_json()})
             return False
         folder.mkdir(parents=True, exist_ok=True)
         write_text(folder / "repro.py", render_repro(finding))

@@ -57,7 +57,7 @@ def plausible(subject) -> bool:
     at the failing call as it did in the finding (return, or raise for an
     accepts-invalid finding). Anything else cannot be the same bug."""
     calls = subject.case.schedule.calls
-    index = subject.verdict.get("call_index")
+    index = subject.verdict.call_index
     if not calls:
         return False
     index = index if isinstance(index, int) and 0 <= index < len(calls) else 0
@@ -66,4 +66,4 @@ def plausible(subject) -> bool:
     except Exception:  # noqa: BLE001
         return False
     runs = eager_runs(subject.case, index)
-    return not runs if subject.verdict.get("symptom") == "accepts-invalid" else runs
+    return not runs if subject.verdict.symptom == "accepts-invalid" else runs

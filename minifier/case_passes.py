@@ -22,6 +22,7 @@ from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNo
 
 from symfuzz.minifier.case_eager import values_at
 from symfuzz.minifier.case_subject import CaseSubject
+from symfuzz.oracles.verdict import FakeRealMismatch, OutputMismatch, UnsoundGuard
 
 SIDE_EFFECTS = (EffectNode, CheckNode, GraphBreakNode)
 FRESH_SEED = 7_000
@@ -31,8 +32,10 @@ FRESH_SEED = 7_000
 
 
 def _failing_output(subject: CaseSubject) -> Optional[int]:
-    path = (subject.verdict.get("evidence") or {}).get("path") or ""
-    m = re.match(r"out\[0\]\[(\d+)\]", path)
+    """The program output the failure names (``out[0][i]``: i), if it names one."""
+    evidence = subject.verdict.evidence
+    path = evidence.path if isinstance(evidence, (OutputMismatch, UnsoundGuard, FakeRealMismatch)) else None
+    m = re.match(r"out\[0\]\[(\d+)\]", path or "")
     return int(m.group(1)) if m else None
 
 
@@ -255,13 +258,13 @@ def drop_calls(subject: CaseSubject) -> Iterator[CaseSubject]:
     """Fewer calls: the failing call alone, then with each earlier call (a
     reuse bug needs the call that compiled the graph), then ddmin chunks."""
     calls = subject.case.schedule.calls
-    index = subject.verdict.get("call_index")
+    index = subject.verdict.call_index
     failing = index if isinstance(index, int) and 0 <= index < len(calls) else len(calls) - 1
     keeps = [[failing]] + [[earlier, failing] for earlier in range(failing)]
     keeps += [[i for i in range(len(calls)) if i not in chunk] for chunk in _chunks(len(calls))]
     # A reuse symptom is about a later call running an earlier call's graph:
     # the failing call must stay, after at least one other.
-    reuse = subject.verdict.get("symptom") in ("unsound-guard", "excess-recompiles")
+    reuse = subject.verdict.symptom in ("unsound-guard", "excess-recompiles")
     for keep in keeps:
         if not keep or len(keep) == len(calls):
             continue

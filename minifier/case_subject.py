@@ -16,6 +16,7 @@ from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.repro import render_repro
 from symfuzz.fuzz.case import Case
 from symfuzz.minifier.case_eager import plausible
+from symfuzz.oracles.verdict import Verdict
 from symfuzz.fuzz.ir import OpNode
 
 # Marks that make a dim symbolic when the compile sees it.
@@ -25,30 +26,31 @@ DYNAMIC_MARKS = ("dynamic", "maybe_dynamic", "unbacked")
 @dataclass(frozen=True)
 class CaseSubject:
     case: Case
-    verdict: dict
+    verdict: Verdict
     lane: dict
     environment: dict
     kind: str = "case"
 
     @staticmethod
     def from_finding(finding: Finding) -> "CaseSubject":
-        return CaseSubject(Case.from_json(finding.case), dict(finding.verdict), dict(finding.lane),
+        return CaseSubject(Case.from_json(finding.case), finding.verdict, dict(finding.lane),
                            dict(finding.environment))
 
     def with_case(self, case: Case, call_index=None) -> "CaseSubject":
-        verdict = self.verdict if call_index is None else dict(self.verdict, call_index=call_index)
+        verdict = self.verdict if call_index is None else replace(self.verdict, call_index=call_index)
         return replace(self, case=case, verdict=verdict)
 
     def finding(self) -> Finding:
         return Finding(case=self.case.to_json(), verdict=self.verdict, lane=self.lane, environment=self.environment)
 
     def to_json(self) -> dict:
-        return {"case": self.case.to_json(), "verdict": self.verdict, "lane": self.lane,
+        return {"case": self.case.to_json(), "verdict": self.verdict.to_json(), "lane": self.lane,
                 "environment": self.environment}
 
     @staticmethod
     def from_json(data: dict) -> "CaseSubject":
-        return CaseSubject(Case.from_json(data["case"]), data["verdict"], data["lane"], data.get("environment", {}))
+        return CaseSubject(Case.from_json(data["case"]), Verdict.from_json(data["verdict"]), data["lane"],
+                           data.get("environment", {}))
 
     # -- size
 

@@ -9,6 +9,7 @@ from typing import Callable, Optional
 
 from symfuzz.minifier.criteria import AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
 from symfuzz.minifier.driver import Criterion, Driver, OriginalDoesNotFail, Result
+from symfuzz.oracles.verdict import Died, Hung
 
 
 class MinifyError(Exception):
@@ -59,16 +60,16 @@ def _paths(options: MinifyOptions, default_dir: Path) -> tuple[Path, Optional[Pa
 def finding_failure_id(finding) -> str:
     """What the fresh-process run of a finding's repro reports when it reproduces."""
     verdict = finding.verdict
-    evidence = verdict.get("evidence") or {}
-    if verdict["symptom"] == "process-death":
-        return f"process-death:{evidence.get('cause')}"
-    if verdict["symptom"] == "timeout":
+    if verdict.symptom == "process-death":
+        cause = verdict.evidence.cause if isinstance(verdict.evidence, Died) else None
+        return f"process-death:{cause}"
+    if verdict.symptom == "timeout":
         return "timeout"
     confirmation = finding.confirmation or {}
     if confirmation.get("status") == "different" and confirmation.get("signature"):
         # Confirmed as failing, in a fresh process, under another signature: that is the bug its repro shows.
         return confirmation["signature"]
-    return verdict["signature"]
+    return verdict.signature
 
 
 def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
@@ -85,10 +86,9 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
         raise MinifyError(f"{path} holds {len(findings)} findings; give one finding folder (with finding.json)"
                           if findings else f"no finding.json under {path}")
     folder, finding = findings[0]
-    evidence = finding.verdict.get("evidence") or {}
-    timeout = options.query_timeout or (evidence.get("timeout_seconds") if finding.verdict["symptom"] == "timeout"
-                                        else None) or 300.0
-    memory = evidence.get("limit_mb") if evidence.get("cause") == "out-of-memory" else None
+    evidence = finding.verdict.evidence
+    timeout = options.query_timeout or (evidence.timeout_seconds if isinstance(evidence, Hung) else None) or 300.0
+    memory = evidence.limit_mb if isinstance(evidence, Died) and evidence.out_of_memory else None
     criterion = _criterion(options, SameFailure(finding_failure_id(finding)))
     work, repro = _paths(options, folder / "minified")
     driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,

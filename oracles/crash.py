@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
-from symfuzz.oracles.verdict import Verdict, passed
+from symfuzz.oracles.verdict import RaisedError, Verdict, passed
 
 
 def fresh_compile_passed(call) -> bool:
@@ -35,6 +35,6 @@ def crash_oracle(case, run) -> Verdict:
             stage=failure["stage"],
             signature=script_runtime.signature(failure["symptom"], run.lane, key),
             call_index=index,
-            evidence={"error": failure["error"], "detail": failure.get("detail", "")},
+            evidence=RaisedError(error=failure["error"], detail=failure.get("detail", "")),
         )
     return passed("crash")

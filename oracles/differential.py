@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.crash import fresh_compile_passed
-from symfuzz.oracles.verdict import Verdict, passed
+from symfuzz.oracles.verdict import OutputMismatch, Verdict, passed
 
 
 def differential_oracle(case, run) -> Verdict:
@@ -29,6 +29,6 @@ def differential_oracle(case, run) -> Verdict:
             stage="runtime",
             signature=script_runtime.signature(diff["symptom"], run.lane, key),
             call_index=index,
-            evidence={"path": diff["path"], "detail": diff["detail"], "graphs_at_call": call.graphs},
+            evidence=OutputMismatch(path=diff["path"], detail=diff["detail"], graphs_at_call=call.graphs),
         )
     return passed("differential")

@@ -17,7 +17,7 @@ recompiles the guard managers did not predict are counted in stats only.
 from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
-from symfuzz.oracles.verdict import Verdict, passed
+from symfuzz.oracles.verdict import ExcessRecompile, RaisedError, Verdict, passed
 
 
 def _comparable(case, index, other) -> bool:
@@ -40,7 +40,7 @@ def recompiles_oracle(case, run) -> Verdict:
                 key = script_runtime.failure_key(failure, run.output_ops)
                 return Verdict(False, "recompiles", "over-specialization", "dynamo",
                                script_runtime.signature("over-specialization", run.lane, key), index,
-                               {"error": failure["error"], "detail": failure["detail"]})
+                               RaisedError(error=failure["error"], detail=failure["detail"]))
     the_case = run.case or case
     compiling = run.guards.get("model_call")
     if run.dynamic is True and compiling is not None:
@@ -53,6 +53,7 @@ def recompiles_oracle(case, run) -> Verdict:
                     continue
                 return Verdict(False, "recompiles", "excess-recompiles", "guard",
                                script_runtime.signature("excess-recompiles", run.lane, reason), index,
-                               {"detail": f"recompiled although every guard of the graph compiled at call {compiling} holds",
-                                "recompile_reason": reason, "guards": run.guards.get("guards", [])})
+                               ExcessRecompile(
+                                   detail=f"recompiled although every guard of the graph compiled at call {compiling} holds",
+                                   recompile_reason=reason, guards=run.guards.get("guards", [])))
     return passed("recompiles")

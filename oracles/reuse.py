@@ -10,7 +10,7 @@ through: a guard is missing or too weak.
 from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
-from symfuzz.oracles.verdict import Verdict, passed
+from symfuzz.oracles.verdict import UnsoundGuard, Verdict, passed
 
 
 def reuse_oracle(case, run) -> Verdict:
@@ -26,10 +26,6 @@ def reuse_oracle(case, run) -> Verdict:
         if failure is None:
             continue
         key = "reuse|" + script_runtime.failure_key(failure, run.output_ops)
-        evidence = {"detail": failure.get("detail", ""), "path": failure.get("path"), "reused_symptom": failure["symptom"],
-                    "purpose": call.purpose, "guard_manager_accepted": call.predicted_reuse}
-        if "error" in failure:
-            evidence["error"] = failure["error"]
         return Verdict(
             ok=False,
             oracle="reuse-soundness",
@@ -37,6 +33,8 @@ def reuse_oracle(case, run) -> Verdict:
             stage="guard",
             signature=script_runtime.signature("unsound-guard", run.lane, key),
             call_index=index,
-            evidence=evidence,
+            evidence=UnsoundGuard(detail=failure.get("detail", ""), path=failure.get("path"),
+                                  reused_symptom=failure["symptom"], purpose=call.purpose,
+                                  guard_manager_accepted=call.predicted_reuse, error=failure.get("error")),
         )
     return passed("reuse-soundness")

@@ -100,7 +100,7 @@ from symfuzz.oracles.symbolic_trace import (  # noqa: F401 - the tracing and com
     violated_guard,
 )
 from symfuzz.oracles.symbolic_trace import trace_symbolic as _trace_symbolic
-from symfuzz.oracles.verdict import Verdict
+from symfuzz.oracles.verdict import FakeRealMismatch, SymbolicCoverage, SymbolicSkipped, Verdict, passed
 
 NAME = "symbolic-metadata"
 
@@ -204,17 +204,18 @@ def symbolic_metadata_oracle(case, run) -> Verdict:
     ran = getattr(run, "case", None) or case
     calls = [c.to_json() for c in ran.schedule.calls]
     if not calls:
-        return Verdict(ok=True, oracle=NAME, evidence={"skipped": "no calls"})
+        return passed(NAME, SymbolicSkipped(skipped="no calls"))
     try:
         trace = trace_symbolic(ran.source, calls[0], ran.schedule.config)
     except TraceFailed as exc:
-        return Verdict(ok=True, oracle=NAME, evidence={"skipped": "symbolic trace failed", "reason": str(exc)})
+        return passed(NAME, SymbolicSkipped(skipped="symbolic trace failed", reason=str(exc)))
 
     fn = load_function(ran.source)
     calls = calls[: len(run.calls)]
     judgement = judge_calls(trace, fn, calls, lambda index, call: run.calls[index].eager, stride_paths(ran.program),
                             run.output_ops)
     if judgement.mismatch is not None:
+        facts = judgement.evidence(calls)  # a dict: the repro scripts share symbolic_trace, which needs torch only
         return Verdict(
             ok=False,
             oracle=NAME,
@@ -222,10 +223,14 @@ def symbolic_metadata_oracle(case, run) -> Verdict:
             stage="dynamo",
             signature=judgement.signature,
             call_index=judgement.index,
-            evidence=judgement.evidence(calls),
+            evidence=FakeRealMismatch(
+                path=facts["path"], what=facts["what"], dim=facts["dim"], symbolic=facts["symbolic"],
+                expected=facts["expected"], actual=facts["actual"], sizes=facts.get("sizes"),
+                strides=facts.get("strides"), rule=facts.get("rule"), bindings=facts["bindings"],
+                hint_sizes=facts["hint_sizes"], call_sizes=facts["call_sizes"], detail=facts["detail"]),
         )
-    compared, skipped = judgement.compared, judgement.skipped
-    evidence = {"compared_calls": compared, "skipped_calls": {str(k): v for k, v in skipped.items()}}
-    if judgement.divergent:
-        evidence["layout_divergences"] = judgement.divergent  # not findings: see StrideBaseline
-    return Verdict(ok=True, oracle=NAME, evidence=evidence)
+    return passed(NAME, SymbolicCoverage(
+        compared_calls=judgement.compared,
+        skipped_calls={str(k): v for k, v in judgement.skipped.items()},
+        layout_divergences=judgement.divergent or None,  # not findings: see StrideBaseline
+    ))

@@ -46,7 +46,7 @@ from symfuzz.corpus.finding import Finding, environment
 from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
 from symfuzz.corpus.store import FindingStore
 from symfuzz.oracles.lanes.lane import Lane
-from symfuzz.oracles.verdict import ISOLATION
+from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdict
 
 from symfuzz.canary import canary_failure
 from symfuzz.health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
@@ -92,7 +92,8 @@ class Stats:
         self.graphs_per_call = Counter()
         self.planned = Counter()
 
-    def add_result(self, msg: dict) -> None:
+    def add_result(self, msg: dict, verdicts: list[Verdict]) -> None:
+        """Count one "result" message; ``verdicts``: its failing verdicts, parsed."""
         c = self.counts
         c["programs_generated"] += 1
         if "internal_error" in msg:
@@ -104,7 +105,7 @@ class Stats:
         c["calls"] += msg["calls"]
         c["calls_checked"] += msg["checked"]
         c["recompiles"] += msg["recompiles"]
-        c["candidates"] += bool(msg["verdicts"])
+        c["candidates"] += bool(verdicts)
         for name, value in msg["seconds"].items():
             self.seconds[name] += value
         self.ops.update(msg["ops"])
@@ -121,8 +122,8 @@ class Stats:
         c["rejected_calls"] += msg.get("rejected", 0)
         c["planned_reused"] += msg.get("planned_reused", 0)
         self.planned.update(msg.get("planned", []))
-        for verdict in msg.get("verdicts", []):
-            if verdict.get("symptom") == "over-specialization":
+        for verdict in verdicts:
+            if verdict.symptom == "over-specialization":
                 c["over_specializations"] += 1
 
     def to_json(self, wall: float, extra: dict) -> dict:
@@ -186,7 +187,7 @@ class Worker:
         self.events = events
         self.index: Optional[int] = None
         self.case: Optional[dict] = None
-        self.judged: list = []  # failing verdicts of the case in flight, before triage
+        self.judged: list[Verdict] = []  # failing verdicts of the case in flight, before triage
         self.since = 0.0
         self.ready = False
         self.canary = False  # the canary is in flight
@@ -311,7 +312,9 @@ class Campaign:
         """A failure seen in a worker: log it now, confirm it in a fresh process."""
         append_line(self.out / "candidates.jsonl", finding.to_json())
         sig = finding.signature
-        reason = self.config.lane.suspect_reason(finding.verdict, finding.case, finding.triage) or _slow_by_design(finding)
+        # Lanes lie below the oracles: they read a verdict as its JSON.
+        reason = (self.config.lane.suspect_reason(finding.verdict.to_json(), finding.case, finding.triage)
+                  or _slow_by_design(finding))
         if reason:
             finding.triage = {**finding.triage, "suspect": reason}
             with self.lock:
@@ -366,7 +369,7 @@ class Campaign:
                 for twin in twins:
                     self.findings.add(twin)
                 self.summary["findings"] += 1
-                self.progress.note(f"finding {sig} ({finding.verdict['symptom']}), confirmed in a fresh process")
+                self.progress.note(f"finding {sig} ({finding.verdict.symptom}), confirmed in a fresh process")
                 return
             self.flaky.add(finding)
             self.summary["flaky"] += 1
@@ -383,23 +386,23 @@ class Campaign:
 
         if worker.judged:
             # It died in triage, after the oracles had spoken: keep their verdict.
-            verdict = dict(worker.judged[0])
+            verdict = worker.judged[0]
             return Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
-                           triage={"stage": verdict.get("stage"), "note": "the worker died during triage"})
+                           triage={"stage": verdict.stage, "note": "the worker died during triage"})
         reason = worker.killed_for
+        log_tail = _tail(self.out / "workers" / f"worker-{worker.slot}.log")
         if reason == "timeout":
-            symptom, key, evidence = "timeout", "timeout", {"timeout_seconds": self.config.case_timeout}
+            symptom, key = "timeout", "timeout"
+            evidence = Hung(timeout_seconds=self.config.case_timeout, worker_log_tail=log_tail)
         elif reason == "out-of-memory":
-            symptom, key = "process-death", "out-of-memory"
-            evidence = {"cause": "out-of-memory", "limit_mb": self.config.memory_limit_mb}
+            symptom, key = "process-death", OUT_OF_MEMORY
+            evidence = Died(cause=OUT_OF_MEMORY, limit_mb=self.config.memory_limit_mb, worker_log_tail=log_tail)
         else:
             cause = signal.Signals(-returncode).name if returncode and returncode < 0 else f"exit {returncode}"
-            symptom, key, evidence = "process-death", cause, {"cause": cause, "returncode": returncode}
-        evidence["worker_log_tail"] = _tail(self.out / "workers" / f"worker-{worker.slot}.log")
-        verdict = {
-            "ok": False, "oracle": ISOLATION, "symptom": symptom, "stage": "unknown",
-            "signature": signature(symptom, self.config.lane.name, key), "call_index": None, "evidence": evidence,
-        }
+            symptom, key = "process-death", cause
+            evidence = Died(cause=cause, returncode=returncode, worker_log_tail=log_tail)
+        verdict = Verdict(ok=False, oracle=ISOLATION, symptom=symptom, stage="unknown",
+                          signature=signature(symptom, self.config.lane.name, key), call_index=None, evidence=evidence)
         return Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json())
 
     # ------------------------------------------------------------ main loop
@@ -608,15 +611,16 @@ class Campaign:
         elif event in ("started", "planned"):
             worker.case = msg["case"]  # "planned": guard-directed calls were appended
         elif event == "judged":
-            worker.judged = msg["verdicts"]
+            worker.judged = [Verdict.from_json(v) for v in msg["verdicts"]]
         elif event == "result":
             if "case" in msg:
                 worker.case = msg["case"]
-            self.stats.add_result(msg)
+            verdicts = [Verdict.from_json(v) for v in msg.get("verdicts", [])]
+            self.stats.add_result(msg, verdicts)
             if "internal_error" in msg:
                 self._record_internal_error(msg["index"], msg["internal_error"])
             self._record_health("internal_error" in msg or not msg["valid"])
-            for verdict in msg.get("verdicts", [])[:1]:
+            for verdict in verdicts[:1]:
                 self.candidate(Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
                                        triage=msg.get("triage", {})))
             worker.index = worker.case = None
@@ -717,7 +721,7 @@ def _slow_by_design(finding: Finding) -> Optional[str]:
     """A timeout of a case compiled under z3 translation validation is the
     validator's documented cost (30-100x slower compiles), not a hang in torch."""
     fx = (finding.case or {}).get("schedule", {}).get("config", {}).get("fx", {})
-    if finding.verdict.get("symptom") == "timeout" and fx.get("translation_validation"):
+    if finding.verdict.symptom == "timeout" and fx.get("translation_validation"):
         return "timed out under translation validation, which makes compiles 30-100x slower by design"
     return None
 

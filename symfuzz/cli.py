@@ -300,7 +300,7 @@ def cmd_replay(args) -> int:
         raise UsageError(f"no finding.json under {args.path}")
     reproduced = 0
     for folder, finding in findings:
-        print(f"{finding.signature}: replaying ({finding.verdict['symptom']} on {finding.lane['name']}) ...", flush=True)
+        print(f"{finding.signature}: replaying ({finding.verdict.symptom} on {finding.lane['name']}) ...", flush=True)
         outcome = replay_finding(finding, timeout=args.timeout)
         reproduced += outcome.status == "reproduced" or (outcome.status == "different" and bool(outcome.signature))
         note = {"reproduced": "REPRODUCED: the bug is still present",

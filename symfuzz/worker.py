@@ -22,6 +22,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import replace
 
 
 def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=True) -> dict:
@@ -49,8 +50,7 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         if on_judged is not None:
             on_judged([v.to_json() for v in failures])  # kept even if triage kills the process
         triaged = triage(case, lane, failures[0])
-        first = failures[0]
-        failures[0] = type(first)(**{**first.__dict__, "stage": triaged["stage"]})
+        failures[0] = replace(failures[0], stage=triaged["stage"])
     t2 = time.perf_counter()
     calls = run.calls
     return {

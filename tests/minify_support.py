@@ -18,6 +18,7 @@ from symfuzz.fuzz.drawing import generate
 from symfuzz.fuzz.generate import GenConfig
 from symfuzz.worker import run_case
 from symfuzz.minifier.case_passes import dead_code_eliminated
+from symfuzz.oracles.verdict import Verdict
 from symfuzz.oracles.lanes.lane import get_lane
 
 spec = json.loads(sys.argv[1])
@@ -32,7 +33,7 @@ for index in range(spec["tries"]):
     wanted = [v for v in result["verdicts"] if v["symptom"] == spec["symptom"]]
     if wanted:
         from symfuzz.fuzz.case import Case
-        finding = Finding(case=result["case"], verdict=wanted[0], lane=lane.to_json())
+        finding = Finding(case=result["case"], verdict=Verdict.from_json(wanted[0]), lane=lane.to_json())
         FindingStore(spec["out"]).add(finding)
         print(json.dumps({"index": index, "signature": finding.signature, "ops": len(ops)}))
         sys.exit(0)

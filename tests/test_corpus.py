@@ -14,12 +14,13 @@ from symfuzz.corpus.store import FindingStore, load_findings
 from symfuzz.fuzz.generate import GenConfig
 from symfuzz.fuzz.drawing import generate
 from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.oracles.verdict import Died, Evidence, Hung, OutputMismatch, Verdict
 
 
 def finding(index=0, signature="value-mismatch-0123456789", lane="eager"):
     case = generate(0, index, GenConfig(max_ops=3, ops=("add", "mul", "relu", "sum_dim", "reshape")))
-    verdict = {"ok": False, "oracle": "differential", "symptom": "value-mismatch", "stage": "runtime",
-               "signature": signature, "call_index": 1, "evidence": {}}
+    verdict = Verdict(ok=False, oracle="differential", symptom="value-mismatch", stage="runtime",
+                      signature=signature, call_index=1)
     return Finding(case=case.to_json(), verdict=verdict, lane=get_lane(lane).to_json())
 
 
@@ -38,6 +39,37 @@ def test_store_deduplicates_by_signature_and_keeps_every_case(tmp_path):
 def test_finding_json_round_trip():
     f = finding()
     assert Finding.from_json(json.loads(json.dumps(f.to_json()))).to_json() == f.to_json()
+
+
+def test_a_finding_written_before_typed_evidence_loads_and_writes_back_the_same(tmp_path):
+    """A finding.json from a campaign run before the verdict's evidence was typed, kept verbatim."""
+    fixture = ROOT / "tests" / "fixtures" / "finding-v1-metadata-mismatch.json"
+    data = json.loads(fixture.read_text())
+    [(_, f)] = load_findings(fixture)
+    assert isinstance(f.verdict, Verdict) and f.signature == "metadata-mismatch-dda589485d"
+    assert f.verdict.evidence == OutputMismatch(path="out[0][3]", graphs_at_call=1,
+                                                detail="compiled torch.bfloat16[2], eager torch.float32[2]")
+    assert f.to_json() == data
+    assert "def fn(" in render_repro(f)
+
+
+def test_isolation_evidence_of_earlier_campaigns_loads_typed():
+    """Evidence objects as campaigns wrote them before typed evidence, and keys no version declares."""
+    tail = "Fatal Python error: Segmentation fault"
+    old = {"ok": False, "oracle": "isolation", "stage": "unknown", "call_index": None}
+    died = Verdict.from_json({**old, "symptom": "process-death", "signature": "process-death-0123456789",
+                              "evidence": {"cause": "SIGSEGV", "returncode": -11, "worker_log_tail": tail}})
+    assert died.evidence == Died(cause="SIGSEGV", returncode=-11, worker_log_tail=tail)
+    oom = {"cause": "out-of-memory", "limit_mb": 2048, "worker_log_tail": "", "from_a_later_version": [1]}
+    v = Verdict.from_json({**old, "symptom": "process-death", "signature": "process-death-abcdef0123", "evidence": oom})
+    assert v.evidence.out_of_memory and v.evidence.limit_mb == 2048 and v.evidence.extra == {"from_a_later_version": [1]}
+    assert v.to_json()["evidence"] == oom
+    hung = Verdict.from_json({**old, "symptom": "timeout", "signature": "timeout-0123456789",
+                              "evidence": {"timeout_seconds": 120.0}})
+    assert hung.evidence == Hung(timeout_seconds=120.0) and hung.to_json()["evidence"] == {"timeout_seconds": 120.0}
+    # Evidence that fits no family of its symptom is kept whole, untyped.
+    odd = Verdict.from_json({**old, "symptom": "timeout", "signature": "timeout-0123456789", "evidence": {"why": 1}})
+    assert type(odd.evidence) is Evidence and odd.to_json()["evidence"] == {"why": 1}
 
 
 def test_repro_needs_only_torch_and_holds_the_program():
@@ -94,7 +126,7 @@ def _outcome(symptom, code, out, evidence=None, exceeded=False):
     from symfuzz.corpus.replay import classify
 
     f = finding()
-    f.verdict.update(symptom=symptom, evidence=evidence or {})
+    f.verdict = Verdict.from_json({**f.verdict.to_json(), "symptom": symptom, "evidence": evidence or {}})
     return classify(f, code, out, 1.0, exceeded).status
 
 

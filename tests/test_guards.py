@@ -206,10 +206,10 @@ def test_schedule_knobs_shrink_with_the_case():
 def test_translation_validation_timeouts_are_kept_apart_not_reported():
     from symfuzz.corpus.finding import Finding
     from symfuzz.campaign import _slow_by_design
+    from symfuzz.oracles.verdict import Verdict
 
     case = case_of(BRANCHY, [[(8, 3), (7,)]]).to_json()
-    verdict = {"ok": False, "oracle": "isolation", "symptom": "timeout", "stage": "unknown", "signature": "timeout-x",
-               "call_index": None, "evidence": {}}
+    verdict = Verdict(ok=False, oracle="isolation", symptom="timeout", stage="unknown", signature="timeout-x")
     assert _slow_by_design(Finding(case=case, verdict=verdict, lane={})) is None
     case["schedule"]["config"] = {"fx": {"translation_validation": True}}
     assert "translation validation" in _slow_by_design(Finding(case=case, verdict=verdict, lane={}))

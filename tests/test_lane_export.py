@@ -204,7 +204,7 @@ def test_planted_export_miscompile_is_a_value_mismatch(monkeypatch):
     case = pointwise_case()
     _, failed = failures(case)
     assert [(v.oracle, v.symptom, v.call_index) for v in failed] == [("differential", "value-mismatch", 0)]
-    assert failed[0].evidence["path"] == "out[0][1]"  # v4 = abs(...)
+    assert failed[0].evidence.path == "out[0][1]"  # v4 = abs(...)
 
 
 def test_export_ignoring_dynamic_shapes_is_reported_only_where_nothing_asks_for_it(monkeypatch):
@@ -222,7 +222,7 @@ def test_export_ignoring_dynamic_shapes_is_reported_only_where_nothing_asks_for_
     # nothing contradicts export there (rejected); call 2 is contiguous again.
     assert run.calls[1].compiled["error"]["type"].endswith(REJECTED)
     assert [(v.symptom, v.stage, v.call_index) for v in failed] == [("crash", "guard", 2)]
-    assert failed[0].evidence["error"]["type"] == "symfuzz.export_runner.ExportOverSpecialized"
+    assert failed[0].evidence.error["type"] == "symfuzz.export_runner.ExportOverSpecialized"
 
     run, failed = failures(branch_case())
     assert failed == []
@@ -234,7 +234,7 @@ def test_repro_of_an_export_finding_needs_only_torch_and_reproduces(tmp_path, mo
     case = pointwise_case()
     _, failed = failures(case)
     verdict = failed[0]
-    finding = Finding(case=case.to_json(), verdict=verdict.to_json(), lane=get_lane("export").to_json())
+    finding = Finding(case=case.to_json(), verdict=verdict, lane=get_lane("export").to_json())
     source = render_repro(finding)
     imports = {i.split(".")[0] for i in re.findall(r"^\s*(?:import|from)\s+([\w.]+)", source, re.M)}
     assert imports <= {"os", "json", "sys", "math", "torch", "hashlib", "re", "time", "traceback", "triton",

@@ -16,6 +16,7 @@ from symfuzz.minifier.case_subject import CaseSubject, dynamic_dims
 from symfuzz.minifier.compact import compact_matches, render_compact
 from symfuzz.minifier.driver import QueryOutcome
 from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.oracles.verdict import OutputMismatch, RaisedError, Verdict
 
 
 def toy_case(sizes=(5, 8), dynamic=None, marks=None):
@@ -31,8 +32,12 @@ def toy_case(sizes=(5, 8), dynamic=None, marks=None):
 
 
 def subject(case, symptom="value-mismatch", path="out[0][0]", call_index=1, lane="eager"):
-    verdict = {"ok": False, "oracle": "differential", "symptom": symptom, "stage": "runtime",
-               "signature": f"{symptom}-0123456789", "call_index": call_index, "evidence": {"path": path}}
+    if symptom in ("crash", "accepts-invalid"):
+        oracle, evidence = "crash", RaisedError(error={"type": "RuntimeError", "message": "made up"})
+    else:
+        oracle, evidence = "differential", OutputMismatch(path=path, detail="made up")
+    verdict = Verdict(ok=False, oracle=oracle, symptom=symptom, stage="runtime",
+                      signature=f"{symptom}-0123456789", call_index=call_index, evidence=evidence)
     return CaseSubject(case, verdict, get_lane(lane).to_json(), {"torch": "x"})
 
 
@@ -73,7 +78,7 @@ def test_dropping_calls_keeps_the_failing_call_index_right():
     s = subject(toy_case(sizes=(5, 6, 7)), call_index=2)
     candidates = list(passes.drop_calls(s))
     kept_last = next(c for c in candidates if [a.args[0].shape[0] for a in c.case.schedule.calls] == [7])
-    assert kept_last.verdict["call_index"] == 0
+    assert kept_last.verdict.call_index == 0
 
 
 def test_plausible_rejects_candidates_eager_cannot_run():
@@ -128,12 +133,12 @@ def test_cli_says_how_to_check_by_hand_when_the_finding_does_not_fail(tmp_path):
     # A finding whose case is fine on unmodified torch (its verdict was made up).
     s = subject(toy_case(sizes=(5,)), call_index=0)
     FindingStore(tmp_path / "f").add(Finding(case=s.case.to_json(), verdict=s.verdict, lane=s.lane))
-    folder = tmp_path / "f" / s.verdict["signature"]
+    folder = tmp_path / "f" / s.verdict.signature
     proc = run_cli(str(folder), "--budget", "2m")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "does not fail" in proc.stderr and f"python {folder / 'repro.py'}" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert json.loads((folder / "finding.json").read_text())["signature"] == s.verdict["signature"]
+    assert json.loads((folder / "finding.json").read_text())["signature"] == s.verdict.signature
 
 
 def test_short_repro_of_accepts_invalid_raises_only_where_compiled_returns(tmp_path):

@@ -11,6 +11,8 @@ from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.crash import crash_oracle
 from symfuzz.oracles.differential import differential_oracle
 from symfuzz.oracles.lanes.execute import CallResult, Run
+from symfuzz.oracles import verdict as verdicts
+from symfuzz.oracles.verdict import Verdict
 
 
 def case():
@@ -52,6 +54,48 @@ def test_accepts_invalid_when_only_eager_raises():
     assert not v.ok and v.symptom == "accepts-invalid"
 
 
+def test_verdicts_write_their_evidence_as_before_and_read_it_back_typed():
+    t = torch.randn(4)
+    crash = crash_oracle(case(), run((ok(t), err("backend='inductor' raised: IndexError: 17"))))
+    mismatch = differential_oracle(case(), run((ok(t), ok(t + 1))))
+    assert isinstance(crash.evidence, verdicts.RaisedError) and crash.evidence.error["type"].endswith("Failed")
+    assert crash.to_json()["evidence"] == {"error": err("backend='inductor' raised: IndexError: 17")["error"], "detail": ""}
+    assert mismatch.to_json()["evidence"] == {"path": "out[0][0]", "detail": mismatch.evidence.detail, "graphs_at_call": 0}
+    for v in (crash, mismatch):
+        assert Verdict.from_json(v.to_json()) == v
+
+
+EVIDENCE_OF = {  # one verdict of each family, as its JSON object has always been written
+    "crash": {"error": {"type": "builtins.IndexError", "message": "17", "stage": "runtime", "traceback": ""},
+              "detail": ""},
+    "value-mismatch": {"path": "out[0][1]", "detail": "1/4 elements differ", "graphs_at_call": 1},
+    "excess-recompiles": {"detail": "recompiled although ...", "recompile_reason": "size mismatch at index 0",
+                          "guards": ["Eq(s0, 3)"]},
+    "unsound-guard": {"detail": "", "path": None, "reused_symptom": "crash", "purpose": "drawn",
+                      "guard_manager_accepted": None,
+                      "error": {"type": "builtins.IndexError", "message": "17", "stage": "runtime", "traceback": ""}},
+    "fake-real-mismatch": {"path": "out[0][0]", "what": "rank", "dim": None, "symbolic": "[s0]", "expected": 1,
+                           "actual": 2, "bindings": {"s0": 3}, "hint_sizes": [[2]], "call_sizes": [[3]],
+                           "detail": "out[0][0]: fake rank = [s0] = 1 at this call's sizes, eager gave 2"},
+    "timeout": {"timeout_seconds": 120.0, "worker_log_tail": ""},
+    "process-death": {"cause": "SIGSEGV", "returncode": -11, "worker_log_tail": "Segmentation fault"},
+}
+
+
+@pytest.mark.parametrize("symptom", sorted(EVIDENCE_OF))
+def test_each_family_of_evidence_round_trips_with_the_same_keys(symptom):
+    data = {"ok": False, "oracle": "x", "symptom": symptom, "stage": "runtime", "signature": f"{symptom}-0",
+            "call_index": 1, "evidence": EVIDENCE_OF[symptom]}
+    v = Verdict.from_json(data)
+    assert type(v.evidence) is not verdicts.Evidence and not v.evidence.extra  # a declared family, every key a field
+    assert v.to_json() == data
+
+
+def test_evidence_of_another_family_is_refused():
+    with pytest.raises(ValueError, match="not evidence of timeout"):
+        Verdict(ok=False, oracle="x", symptom="timeout", evidence=verdicts.Died(cause="SIGSEGV"))
+
+
 def test_both_raising_is_not_a_finding():
     assert crash_oracle(case(), run((err(), err()))).ok
 
@@ -63,7 +107,7 @@ def test_value_mismatch_names_the_output_and_is_stable():
     v1 = differential_oracle(case(), run((ok(t), ok(bad))))
     v2 = differential_oracle(case(), run((ok(t * 3), ok(t * 3 + 5))))
     assert not v1.ok and v1.symptom == "value-mismatch"
-    assert "1/4 elements differ" in v1.evidence["detail"]
+    assert "1/4 elements differ" in v1.evidence.detail
     assert v1.signature == v2.signature  # same output op, same lane: same bug
 
 
@@ -118,7 +162,7 @@ def test_nan_in_both_is_equal():
 def test_mutated_inputs_are_compared():
     t = torch.randn(3)
     v = differential_oracle(case(), run(({"out": ((t,), (t,)), "seconds": 0}, {"out": ((t,), (t + 1,)), "seconds": 0})))
-    assert not v.ok and v.evidence["path"].startswith("out[1]")
+    assert not v.ok and v.evidence.path.startswith("out[1]")
 
 
 def test_message_normalization_erases_volatile_parts():

@@ -87,7 +87,7 @@ def test_planted_guard_fault_keeps_exactly_the_two_calls_it_needs(tmp_path):
     best = result.best
     for keep in ([0], [1], [0, 1]):
         case = replace(best.case, schedule=replace(best.case.schedule, calls=tuple(calls[i] for i in keep)))
-        finding = best.with_case(case, keep.index(best.verdict["call_index"]) if len(keep) == 2 else 0).finding()
+        finding = best.with_case(case, keep.index(best.verdict.call_index) if len(keep) == 2 else 0).finding()
         outcome = replay_finding(finding, timeout=300, env_extra=plant)
         assert (outcome.status == "reproduced") == (keep == [0, 1]), (keep, outcome.status, outcome.output_tail[-1500:])
 

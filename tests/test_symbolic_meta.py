@@ -20,6 +20,7 @@ from symfuzz.oracles import registry
 from symfuzz.oracles.differential import differential_oracle
 from symfuzz.oracles.lanes.execute import execute
 from symfuzz.oracles.symbolic_meta import (NAME, bind, compare_call, stride_checked, symbolic_metadata_oracle, trace_symbolic)
+from symfuzz.oracles.verdict import SymbolicSkipped
 
 aten = torch.ops.aten
 
@@ -121,9 +122,9 @@ def test_planted_size_fault_is_found_at_the_first_odd_size(fake_impl):
     assert not v.ok
     assert (v.symptom, v.stage, v.oracle, v.call_index) == ("fake-real-mismatch", "dynamo", "symbolic-metadata", 2)
     ev = v.evidence
-    assert (ev["path"], ev["what"], ev["dim"], ev["expected"], ev["actual"]) == ("out[0][0]", "size", 0, 6, 7)
-    assert "//" in ev["symbolic"] or "FloorDiv" in ev["symbolic"]
-    assert ev["call_sizes"] == [[7, 3]] and ev["hint_sizes"] == [[4, 3]]
+    assert (ev.path, ev.what, ev.dim, ev.expected, ev.actual) == ("out[0][0]", "size", 0, 6, 7)
+    assert "//" in ev.symbolic or "FloorDiv" in ev.symbolic
+    assert ev.call_sizes == [[7, 3]] and ev.hint_sizes == [[4, 3]]
     assert v.signature.startswith("fake-real-mismatch-")
     # Dynamo traced the same wrong size, but the eager backend runs the real
     # kernel: the compiled results are right and only this oracle sees the bug.
@@ -140,7 +141,7 @@ def test_planted_stride_fault_is_found(fake_impl):
     v = symbolic_metadata_oracle(case, eager_run(case))
     assert not v.ok and v.call_index == 0
     ev = v.evidence
-    assert (ev["what"], ev["dim"], ev["expected"], ev["actual"]) == ("stride", 0, 1, 3)
+    assert (ev.what, ev.dim, ev.expected, ev.actual) == ("stride", 0, 1, 3)
 
 
 def test_outside_the_allow_list_a_stride_that_agreed_at_the_first_call_must_keep_agreeing(fake_impl, monkeypatch):
@@ -152,8 +153,8 @@ def test_outside_the_allow_list_a_stride_that_agreed_at_the_first_call_must_keep
     v = symbolic_metadata_oracle(case, eager_run(case))
     assert not v.ok and v.call_index == 2
     ev = v.evidence
-    assert (ev["what"], ev["dim"], ev["expected"], ev["actual"]) == ("stride", 0, 4, 3)
-    assert ev["rule"] == "agreed at the first compared call"
+    assert (ev.what, ev.dim, ev.expected, ev.actual) == ("stride", 0, 4, 3)
+    assert ev.rule == "agreed at the first compared call"
 
 
 def test_outside_the_allow_list_a_layout_chosen_differently_from_the_start_is_only_recorded(fake_impl, monkeypatch):
@@ -164,7 +165,7 @@ def test_outside_the_allow_list_a_layout_chosen_differently_from_the_start_is_on
     case = new_zeros_case((4, 6))
     v = symbolic_metadata_oracle(case, eager_run(case))
     assert v.ok, v.evidence
-    assert v.evidence["layout_divergences"] == [{"path": "out[0][0]", "dim": 0, "fake": 1, "eager": 3},
+    assert v.evidence.layout_divergences == [{"path": "out[0][0]", "dim": 0, "fake": 1, "eager": 3},
                                                 {"path": "out[0][0]", "dim": 1, "fake": 4, "eager": 1}]
 
 
@@ -194,8 +195,8 @@ def test_real_layout_divergences_in_torch_are_recorded_not_reported(op):
     transposed = {0: {"kind": "transposed", "dims": [0, 1] if len(shapes[0][0]) == 2 else [1, 2]}}
     case = make_case(program, shapes, layouts=[transposed] * len(shapes))
     v = symbolic_metadata_oracle(case, eager_run(case))
-    assert v.ok and v.evidence["compared_calls"] == [0, 1]
-    assert v.evidence["layout_divergences"][0]["path"] == "out[0][0]"
+    assert v.ok and v.evidence.compared_calls == [0, 1]
+    assert v.evidence.layout_divergences[0]["path"] == "out[0][0]"
 
 
 def test_unpatched_torch_passes_the_same_cases():
@@ -203,7 +204,7 @@ def test_unpatched_torch_passes_the_same_cases():
         case = new_zeros_case(sizes)
         v = symbolic_metadata_oracle(case, eager_run(case))
         assert v.ok, v.evidence
-        assert v.evidence["compared_calls"] == list(range(len(sizes)))
+        assert v.evidence.compared_calls == list(range(len(sizes)))
 
 
 # ---------------------------------------------------------------- what is comparable
@@ -226,9 +227,9 @@ def test_a_call_violating_the_guards_is_skipped():
     run = eager_run(case)
     v = symbolic_metadata_oracle(case, run)
     assert v.ok, v.evidence
-    assert v.evidence["compared_calls"] == [0, 1]
-    assert set(v.evidence["skipped_calls"]) == {"2"}
-    assert "range" in v.evidence["skipped_calls"]["2"] or "guard" in v.evidence["skipped_calls"]["2"]
+    assert v.evidence.compared_calls == [0, 1]
+    assert set(v.evidence.skipped_calls) == {"2"}
+    assert "range" in v.evidence.skipped_calls["2"] or "guard" in v.evidence.skipped_calls["2"]
     # Without the guard check, call 2 would be a false finding: the trace
     # says 2*s0 = 6, eager made 3 (the other arm).
     from symfuzz.fuzz import script_runtime
@@ -248,8 +249,8 @@ def test_sizes_tied_only_by_duck_sizing_at_the_hint_are_not_compared_apart():
     )
     case = make_case(program, [[(3,), (3,)], [(4,), (4,)], [(4,), (6,)]])
     v = symbolic_metadata_oracle(case, eager_run(case))
-    assert v.ok and v.evidence["compared_calls"] == [0, 1]
-    assert "input size" in v.evidence["skipped_calls"]["2"]
+    assert v.ok and v.evidence.compared_calls == [0, 1]
+    assert "input size" in v.evidence.skipped_calls["2"]
 
 
 def test_data_dependent_sizes_are_not_compared_but_the_rest_is():
@@ -266,7 +267,7 @@ def test_data_dependent_sizes_are_not_compared_but_the_rest_is():
     trace = trace_symbolic(case.source, case.schedule.calls[0].to_json())
     assert any(s.name.startswith("u") for s in trace.leaves[0][1].sizes[0].free_symbols)
     v = symbolic_metadata_oracle(case, eager_run(case))
-    assert v.ok and v.evidence["compared_calls"] == [0, 1, 2]
+    assert v.ok and v.evidence.compared_calls == [0, 1, 2]
 
 
 def test_a_program_that_cannot_be_traced_symbolically_passes_with_the_reason():
@@ -278,7 +279,7 @@ def test_a_program_that_cannot_be_traced_symbolically_passes_with_the_reason():
     case = make_case(program, [[(4,)], [(6,)]])
     v = symbolic_metadata_oracle(case, eager_run(case))
     assert v.ok
-    assert v.evidence["skipped"] == "symbolic trace failed" and "data-dependent" in v.evidence["reason"]
+    assert v.evidence.skipped == "symbolic trace failed" and "data-dependent" in v.evidence.reason
 
 
 def test_strides_are_eagers_true_strides_not_the_snapshots():
@@ -294,7 +295,7 @@ def test_strides_are_eagers_true_strides_not_the_snapshots():
     run = eager_run(case)
     assert run.calls[0].eager["out"][0][1].stride() != (0, 1)  # the clone's
     v = symbolic_metadata_oracle(case, run)
-    assert v.ok and v.evidence["compared_calls"] == [0, 1]
+    assert v.ok and v.evidence.compared_calls == [0, 1]
 
 
 def test_strides_are_only_held_to_allow_listed_ops():
@@ -333,11 +334,11 @@ def test_no_findings_on_100_generated_cases_on_unmodified_torch():
         case = generate(0, index, GenConfig())
         v = symbolic_metadata_oracle(case, eager_run(case))
         if not v.ok:
-            failures.append((index, v.headline(), v.evidence.get("detail")))
-        elif "skipped" in v.evidence:
+            failures.append((index, v.headline(), v.evidence.detail))
+        elif isinstance(v.evidence, SymbolicSkipped):
             untraced += 1
         else:
-            compared += len(v.evidence["compared_calls"])
+            compared += len(v.evidence.compared_calls)
     assert failures == []
     assert compared >= 100 and untraced <= 20  # the oracle really judged something
 
@@ -384,7 +385,7 @@ def test_repro_of_a_fake_real_mismatch_runs_the_symbolic_check_standalone(fake_i
     run = eager_run(case)
     v = symbolic_metadata_oracle(case, run)
     assert not v.ok and v.call_index == 2
-    finding = Finding(case=(run.case or case).to_json(), verdict=v.to_json(), lane=lanes.get_lane("eager").to_json())
+    finding = Finding(case=(run.case or case).to_json(), verdict=v, lane=lanes.get_lane("eager").to_json())
 
     source = render_repro(finding)
     imports = {i.split(".")[0] for i in re.findall(r"^\s*(?:import|from)\s+([\w.]+)", source, re.MULTILINE)}
@@ -404,7 +405,7 @@ def test_repro_of_a_fake_real_mismatch_runs_the_symbolic_check_standalone(fake_i
     assert planted.returncode == 1, planted.stdout[-3000:] + planted.stderr[-3000:]
     result = json.loads(planted.stdout.strip().splitlines()[-1].removeprefix("SYMFUZZ-RESULT "))
     assert result == {"ok": False, "signature": v.signature, "call": 2, "symptom": "fake-real-mismatch"}
-    assert v.evidence["detail"] in planted.stdout
+    assert v.evidence.detail in planted.stdout
 
     fixed = _run_script(script)  # unpatched torch: the trace agrees with eager everywhere
     assert fixed.returncode == 0, fixed.stdout[-3000:] + fixed.stderr[-3000:]
