@@ -10,6 +10,8 @@ Importing this package does not import torch: the pytest plugin
 and must stay cheap. The API is loaded on first use.
 """
 
+from symfuzz.opcheck.checklist import CHECKS  # the table of checks: no torch
+
 __all__ = ["CHECKS", "Report", "check"]
 
 
@@ -22,8 +24,4 @@ def __getattr__(name):
         from symfuzz.opcheck.report import Report
 
         return Report
-    if name == "CHECKS":
-        from symfuzz.opcheck.store import CHECKS
-
-        return CHECKS
     raise AttributeError(f"module 'symfuzz.opcheck' has no attribute {name!r}")

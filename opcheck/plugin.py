@@ -22,7 +22,7 @@ if it failed on any worker), merges the calls files, judges and reports.
 
 Loading this module must not import torch: once symfuzz is installed, pytest
 loads it in every run in the environment, most of which never use it. So only the
-standard library, pytest and ``opcheck.store`` at module level; the modules that
+standard library, pytest, ``opcheck.checklist`` and ``opcheck.store`` at module level; the modules that
 need torch are imported when ``--opcheck`` is on, in the processes that run tests.
 """
 
@@ -39,7 +39,8 @@ from pathlib import Path
 
 import pytest
 
-from symfuzz.opcheck.store import CHECKS, StoreError, XfailStore, apply_results, normalize_op
+from symfuzz.opcheck.checklist import CHECKS, check_names
+from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
 
 DEFAULT_BUDGET = 60.0  # seconds per op; opcheck.api's own default (120) is meant for one op at a time
 DEFAULT_CALLS = ".symfuzz/opcheck-calls.jsonl"  # relative to rootdir
@@ -133,11 +134,10 @@ def _settings(config) -> Settings | None:
     calls = _option(config, "opcheck_calls", "opcheck_calls") or DEFAULT_CALLS
     checks = _names(_option(config, "opcheck_checks", "opcheck_checks")) or None
     if checks is not None:
-        checks = [c.removeprefix("test_") for c in checks]  # the store's spelling is accepted too
-        unknown = [c for c in checks if c not in CHECKS]
-        if unknown:
-            raise pytest.UsageError(f"--opcheck-checks: unknown check(s) {', '.join(unknown)}; "
-                                    f"choose from {', '.join(CHECKS)}")
+        try:
+            checks = check_names(checks)  # the store's spelling (test_<check>) is accepted too
+        except ValueError as exc:
+            raise pytest.UsageError(f"--opcheck-checks: {exc}") from None
     budget_text = _option(config, "opcheck_budget", "opcheck_budget") or DEFAULT_BUDGET
     try:
         budget = float(budget_text)

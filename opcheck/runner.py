@@ -28,7 +28,8 @@ import sys
 import tempfile
 import time
 
-from symfuzz.opcheck.report import Report
+from symfuzz.opcheck.checklist import CHECKS
+from symfuzz.opcheck.report import CheckResult, Failure, Report
 from symfuzz.opcheck.task import Task, event_writer, kill_group, load_task, recorded_samples, schema_samples
 
 
@@ -91,9 +92,6 @@ def died_report(task: Task, op: str, status: dict, state: dict) -> Report:
     fails with the input it had been given, as a ``kernel-crash`` (a signal),
     ``hang`` or ``process-exit``; the checks after it were not run.
     """
-    from symfuzz.opcheck.report import CheckResult, Failure
-    from symfuzz.opcheck.store import CHECKS
-
     last = state.get("last_input")
     if not last:  # it died outside any input: loading, or the sample itself
         return Report(op=op, error=status["why"] + (f" (during {state['check']})" if state.get("check") else ""))

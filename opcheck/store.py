@@ -13,24 +13,16 @@ check named after ``test_`` so an existing PyTorch file migrates without edits.
 (PyTorch's ``generate_opcheck_tests`` validator wants ``Class.test`` names, so it
 would refuse our bare keys: a store is shared for reading, not for that generator.)
 
-No torch here (the standard library and corpus.atomic only): the pytest plugin imports
-this module and must not import torch.
+The checks it knows are opcheck.checklist's. No torch here (the standard library,
+corpus.atomic and opcheck.checklist only): the pytest plugin imports this module and must
+not import torch.
 """
 
 import json
 import re
 
 from symfuzz.corpus.atomic import write_text
-
-CHECKS = (
-    "schema",
-    "autograd_registration",
-    "faketensor",
-    "symbolic_fake",
-    "gradient",
-    "aot_dispatch_dynamic",
-    "inductor_dynamic",
-)
+from symfuzz.opcheck.checklist import CHECKS
 
 VERSION = 1  # PyTorch's failures_dict version; a different one is not a format we know
 DESCRIPTION = (

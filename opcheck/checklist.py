@@ -1,0 +1,153 @@
+"""The checks of symfuzz opcheck, each declared once, as a record: the one table.
+
+The runner (``opcheck.api``), the xfail store, the CLI, the pytest plugin and
+the repro snippets all read the checks from here: a check's name is written
+nowhere else. Refer to one check through its record (``FAKETENSOR.name``), to
+all of them through ``SPECS`` or ``CHECKS``, never by spelling a name out.
+
+No torch here (the standard library only): the store and the pytest plugin,
+which every pytest run loads, read this table. So a record names its judge by
+module and attribute (``Lazy``), imported on first call.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """A function named by module and attribute, imported on its first call.
+
+    The judges import torch, and this table must not (see the module docstring),
+    so it holds them by name; ``importlib`` resolves the name when the runner calls it.
+    """
+
+    module: str
+    attribute: str
+
+    def resolve(self):
+        return getattr(importlib.import_module(self.module), self.attribute)
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Edge variants a check tries before (or instead of) Hypothesis, as data.
+
+    ``sizes`` names how the variant's sizes follow from the sample's
+    (``opcheck.api`` computes them): "sample", "odd" (even sizes + 1),
+    "at most 3", "small" (2, 3, 4, ... per symbol), "ones", "2v+1", "leading 1"
+    (the first symbol 1; none when there are no sizes).
+    ``transposed``: one variant per tensor, that tensor laid out transposed.
+    """
+
+    sizes: str
+    seed: int
+    transposed: bool = False
+
+
+# Which floating inputs a check makes require grad (and its repro with them).
+NO_GRADS = "none"  # it runs no backward
+ALL_GRADS = "always"  # it is about gradients: every floating input requires grad
+GRADS_IF_REGISTERED = "if registered"  # unless autograd_registration failed: a missing backward would fail it too
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str  # --checks and --opcheck-checks take it; the xfail store keys it "test_<name>"
+    judge: Lazy  # judge(op, runner, template) -> a judge of that template's inputs: Case -> None | REJECTED | Problem
+    weight: float  # its share of an op's time budget, relative to the other checks run
+    description: str  # one line: what it checks (the CLI's help)
+    prerequisites: tuple[str, ...] = ()  # skipped when one of these failed: it would fail for the same reason
+    edges: tuple[Edge, ...] | None = None  # edge variants to try first; None: all of the sweep's
+    examples: int = 0  # Hypothesis examples after the edge variants (0: edges only)
+    max_size: int | None = None  # the largest size Hypothesis draws (None: the sweep's own bound)
+    grads: str = NO_GRADS  # NO_GRADS, ALL_GRADS or GRADS_IF_REGISTERED
+    repro_dtype: str | None = None  # the floating dtype its repro snippet uses (None: the failing input's)
+
+
+# In the order the checks run: a check's prerequisites come before it.
+SCHEMA = CheckSpec(
+    name="schema",
+    judge=Lazy("symfuzz.opcheck.checks.schema", "schema_judge"),
+    weight=1,
+    description="the op mutates and aliases only what its schema declares (SchemaCheckMode)",
+    examples=15,
+)
+AUTOGRAD_REGISTRATION = CheckSpec(
+    name="autograd_registration",
+    judge=Lazy("symfuzz.opcheck.checks.autograd", "autograd_registration_judge"),
+    weight=0.5,
+    description="autograd is registered where it must be: outputs that require grad have a backward",
+    edges=(Edge("sample", seed=1),),
+    grads=ALL_GRADS,
+)
+FAKETENSOR = CheckSpec(
+    name="faketensor",
+    judge=Lazy("symfuzz.opcheck.checks.fake", "faketensor_judge"),
+    weight=2,
+    description="the fake kernel agrees with the real one: dtype, shape, strides, aliasing; it reads no data",
+    examples=40,
+)
+SYMBOLIC_FAKE = CheckSpec(
+    name="symbolic_fake",
+    judge=Lazy("symfuzz.opcheck.checks.fake", "symbolic_fake_judge"),
+    weight=2,
+    description="the fake kernel traces with symbolic sizes: no guard pins a size, data-dependent sizes are unbacked",
+    examples=25,
+)
+GRADIENT = CheckSpec(
+    name="gradient",
+    judge=Lazy("symfuzz.opcheck.checks.autograd", "gradient_judge"),
+    weight=1,
+    description="the registered backward agrees with numerical gradients (gradcheck)",
+    prerequisites=(AUTOGRAD_REGISTRATION.name, SCHEMA.name),  # a hidden mutation breaks finite differences
+    edges=(Edge("at most 3", seed=1), Edge("small", seed=1), Edge("ones", seed=1),
+           Edge("small", seed=2, transposed=True)),
+    max_size=6,  # gradcheck's cost grows with every element
+    grads=ALL_GRADS,
+    repro_dtype="float64",
+)
+# AOT and Inductor trace through the fake kernel.
+AOT_DISPATCH_DYNAMIC = CheckSpec(
+    name="aot_dispatch_dynamic",
+    judge=Lazy("symfuzz.opcheck.checks.compile", "aot_dispatch_dynamic_judge"),
+    weight=1.5,
+    description="AOTAutograd with dynamic shapes agrees with eager (the check torch.library.opcheck runs)",
+    prerequisites=(FAKETENSOR.name, SYMBOLIC_FAKE.name, SCHEMA.name),
+    edges=(Edge("odd", seed=1),),
+    grads=GRADS_IF_REGISTERED,
+)
+INDUCTOR_DYNAMIC = CheckSpec(
+    name="inductor_dynamic",
+    judge=Lazy("symfuzz.opcheck.checks.compile", "inductor_dynamic_judge"),
+    weight=4,  # it compiles
+    description="torch.compile (Inductor, dynamic shapes) agrees with eager: outputs, mutated inputs, gradients",
+    prerequisites=(FAKETENSOR.name, SYMBOLIC_FAKE.name, SCHEMA.name),
+    edges=(Edge("odd", seed=1), Edge("2v+1", seed=2), Edge("odd", seed=3, transposed=True),
+           Edge("leading 1", seed=4)),
+    grads=GRADS_IF_REGISTERED,
+)
+
+SPECS = (SCHEMA, AUTOGRAD_REGISTRATION, FAKETENSOR, SYMBOLIC_FAKE, GRADIENT, AOT_DISPATCH_DYNAMIC, INDUCTOR_DYNAMIC)
+CHECKS = tuple(spec.name for spec in SPECS)  # the names, in order
+BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+def check_names(checks) -> list[str]:
+    """The names a user gave (an iterable; the store's ``test_<name>`` too), in the table's order.
+
+    ValueError names the unknown ones and the choices.
+    """
+    names = [c.strip().removeprefix("test_") for c in checks]
+    unknown = [c for c in names if c not in BY_NAME]
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}")
+    return [c for c in CHECKS if c in names]
+
+
+__all__ = ["BY_NAME", "CHECKS", "SPECS", "CheckSpec", "Edge", "Lazy", "check_names"]
