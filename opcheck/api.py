@@ -6,34 +6,16 @@ import time
 
 import torch
 
-from symfuzz.opcheck.checks.autograd import AutogradRegistrationCheck, GradientCheck
+from symfuzz.opcheck.checklist import ALL_GRADS, AUTOGRAD_REGISTRATION, BY_NAME, CHECKS, CheckSpec, check_names
 from symfuzz.opcheck.checks.common import (OpCheckUsageError, Problem, first_line, float_slots, make_template, op_name, resolve_op)
-from symfuzz.opcheck.checks.compile import AotDispatchDynamicCheck, InductorDynamicCheck
-from symfuzz.opcheck.checks.fake import DataDependence, FakeTensorCheck, SymbolicFakeCheck
-from symfuzz.opcheck.checks.schema import SchemaCheck
+from symfuzz.opcheck.checks.fake import DataDependence
 from symfuzz.opcheck.contracts import assign as assign_contracts
 from symfuzz.opcheck.inputs import Template
 from symfuzz.opcheck.report import CheckResult, Failure, Report
 from symfuzz.opcheck.repro import render
-from symfuzz.opcheck.store import CHECKS
 from symfuzz.opcheck.variants import REJECTED, Sweep, Variant, search, shrink
 
-DEFAULT_BUDGET = 120.0  # seconds per op, shared by its checks
-
-# Share of the budget per check: Inductor compiles, the fake checks search widely.
-_WEIGHTS = {"schema": 1, "autograd_registration": 0.5, "faketensor": 2, "symbolic_fake": 2,
-            "gradient": 1, "aot_dispatch_dynamic": 1.5, "inductor_dynamic": 4}
-
-# A check is skipped when one it builds on failed: it would fail for the same
-# reason (AOT and Inductor trace through the fake kernel; gradients need a backward).
-PREREQUISITES = {
-    "gradient": ("autograd_registration", "schema"),  # a hidden mutation breaks finite differences
-    "aot_dispatch_dynamic": ("faketensor", "symbolic_fake", "schema"),
-    "inductor_dynamic": ("faketensor", "symbolic_fake", "schema"),
-}
-
-# Hypothesis examples per check after the edge variants (0: edges only).
-_EXAMPLES = {"schema": 15, "faketensor": 40, "symbolic_fake": 25}
+DEFAULT_BUDGET = 120.0  # seconds per op, shared by its checks (each takes its weight's share: opcheck.checklist)
 
 
 def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None = None, seed: int = 0,
@@ -54,7 +36,7 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     """
     start = time.monotonic()
     op = resolve_op(op)
-    names = _check_names(checks)
+    specs = [BY_NAME[name] for name in _check_names(checks)]
     pairs = _normalize_samples(samples)
     report = Report(op=op_name(op), samples=len(pairs))
     templates, report.error, report.contracts = sample_templates(op, pairs, fixed)
@@ -63,16 +45,18 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
         return report
 
     total = DEFAULT_BUDGET if budget is None else float(budget)
-    weight = sum(_WEIGHTS[n] for n in names)
+    weight = sum(spec.weight for spec in specs)
     runner = _Runner(op, templates, sweep=sweep, seed=seed, on_input=on_input)
-    for name in names:
-        share = total * _WEIGHTS[name] / weight
-        failed = [p for p in PREREQUISITES.get(name, ()) if p in report.results and report.results[p].status == "failed"]
+    for spec in specs:
+        name = spec.name
+        share = total * spec.weight / weight
+        # A check is skipped when one it builds on failed: it would fail for the same reason.
+        failed = [p for p in spec.prerequisites if p in report.results and report.results[p].status == "failed"]
         if failed:
             result = CheckResult(name, "skipped", reason=f"{', '.join(failed)} failed; this check would fail for the same reason")
         else:
             try:
-                result = runner.run(name, deadline=time.monotonic() + share)
+                result = runner.run(spec, deadline=time.monotonic() + share)
             except Exception as exc:  # noqa: BLE001 - a checker bug must not lose the other checks, nor blame the op
                 result = CheckResult(name, "skipped", reason=f"the checker itself raised {first_line(exc)}")
         report.results[name] = result
@@ -114,15 +98,15 @@ def sample_templates(op, pairs, fixed=None):
 
 
 def _check_names(checks):
+    """check()'s ``checks`` (None: all; a list, or one comma-separated string) as names in the table's order."""
     if checks is None:
         return list(CHECKS)
     if isinstance(checks, str):
         checks = [c for c in checks.split(",") if c.strip()]
-    names = [c.strip().removeprefix("test_") for c in checks]
-    unknown = [c for c in names if c not in CHECKS]
-    if unknown:
-        raise OpCheckUsageError(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}")
-    return [c for c in CHECKS if c in names]
+    try:
+        return check_names(checks)
+    except ValueError as exc:
+        raise OpCheckUsageError(str(exc)) from None
 
 
 def _normalize_samples(samples):
@@ -143,48 +127,37 @@ def _normalize_samples(samples):
 
 
 class _Runner:
+    """Runs one check after another on an op's templates; what the checks share lives here
+    (the judges are made by each check's ``judge(op, runner, template)``, opcheck.checklist)."""
+
     def __init__(self, op, templates: list[Template], *, sweep: bool, seed: int, on_input=None):
         self.op, self.templates, self.sweep, self.seed = op, templates, sweep, seed
         self.on_input = on_input
         self.dependence = DataDependence(op)
-        self.grad_ok = True  # set False when autograd_registration fails: later checks then skip gradients
-        self.failed: set[str] = set()
+        self.failed: set[str] = set()  # the checks that failed so far
 
-    def judge_for(self, name, template):
-        op = self.op
-        if name == "schema":
-            return SchemaCheck(op)
-        if name == "autograd_registration":
-            return AutogradRegistrationCheck(op)
-        if name == "faketensor":
-            return FakeTensorCheck(op, self.dependence)
-        if name == "symbolic_fake":
-            return SymbolicFakeCheck(op, self.dependence, compare_sizes="faketensor" not in self.failed)
-        if name == "gradient":
-            return GradientCheck(op)
-        if name == "aot_dispatch_dynamic":
-            return AotDispatchDynamicCheck(op, with_grad=self.grad_ok)
-        if name == "inductor_dynamic":
-            return InductorDynamicCheck(op, with_grad=self.grad_ok,
-                                        mutable={n for n, s in enumerate(template.slots) if s.mutable})
-        raise AssertionError(name)
+    @property
+    def grad_ok(self) -> bool:
+        """False once autograd_registration failed: later checks then skip gradients."""
+        return AUTOGRAD_REGISTRATION.name not in self.failed
 
-    def run(self, name, *, deadline) -> CheckResult:
+    def run(self, spec: CheckSpec, *, deadline) -> CheckResult:
+        name = spec.name
         start = time.monotonic()
         result = CheckResult(name, "passed")
         applicable = False
         for template in self.templates:
-            judge = self.judge_for(name, template)
+            judge = spec.judge(self.op, self, template)
             if hasattr(judge, "applies") and not judge.applies(template):
                 continue
             if self.on_input is not None:
                 judge = _Announced(judge, name, self.on_input)
             applicable = True
-            found = self._search(name, judge, template, result, deadline)
+            found = self._search(spec, judge, template, result, deadline)
             result.notes.extend(n for n in getattr(judge, "notes", ()) if n not in result.notes)
             if found is not None:
                 case, problem, shrunk = found
-                grads = float_slots(template) if (name in ("autograd_registration", "gradient") or self.grad_ok) else set()
+                grads = float_slots(template) if (spec.grads == ALL_GRADS or self.grad_ok) else set()
                 result.status = "failed"
                 result.failures.append(Failure(
                     check=name, kind=problem.kind, message=problem.message, input=case.describe(),
@@ -200,12 +173,10 @@ class _Runner:
             result.reason = f"no input could be judged ({result.inputs_rejected} refused)"
         if result.status == "failed":
             self.failed.add(name)
-            if name == "autograd_registration":
-                self.grad_ok = False
         result.seconds = time.monotonic() - start
         return result
 
-    def _search(self, name, judge, template, result, deadline):
+    def _search(self, spec: CheckSpec, judge, template, result, deadline):
         sw = Sweep(template, seed=self.seed)
         outcome = judge(template.original())
         if outcome is REJECTED:
@@ -221,9 +192,8 @@ class _Runner:
             return template.original(), outcome, False
         if not self.sweep:
             return None
-        variants, examples = self._plan(name, sw)
-        found = search(judge, sw, deadline=deadline, variants=variants, examples=examples,
-                       max_size=6 if name == "gradient" else None)
+        found = search(judge, sw, deadline=deadline, variants=_edge_variants(spec, sw), examples=spec.examples,
+                       max_size=spec.max_size)
         result.inputs_tried += found.tried
         result.inputs_rejected += found.rejected
         if found.out_of_time and found.failure is None:
@@ -233,30 +203,57 @@ class _Runner:
             return None
         return found.case, found.failure, found.shrunk
 
-    def _plan(self, name, sw: Sweep):
-        """(edge variants or None for all, Hypothesis examples) per check."""
-        base = sw.original_sizes()
-        odd = tuple(v + 1 if v % 2 == 0 else v for v in base)
-        small = tuple(2 + i for i in range(len(base)))
-        transposed = [tuple("transposed" if i == n else "" for i in range(len(sw.template.slots)))
-                      for n in range(len(sw.template.slots))]
-        if name in ("schema", "faketensor", "symbolic_fake"):
-            return None, _EXAMPLES[name]
-        if name == "autograd_registration":
-            return [Variant(base, seed=1)], 0
-        if name == "gradient":
-            sizes = [tuple(min(v, 3) for v in base), small, tuple(1 for _ in base)]
-            out = [Variant(s, seed=1) for s in sizes] + [Variant(small, layouts=t, seed=2) for t in transposed]
-            return out, 0
-        if name == "aot_dispatch_dynamic":
-            return [Variant(odd, seed=1)], 0
-        if name == "inductor_dynamic":
-            out = [Variant(odd, seed=1), Variant(tuple(2 * v + 1 for v in base), seed=2)]
-            out += [Variant(odd, layouts=t, seed=3) for t in transposed]
-            if base:
-                out.append(Variant((1,) + base[1:], seed=4))
-            return out, 0
-        raise AssertionError(name)
+
+def _edge_variants(spec: CheckSpec, sw: Sweep):
+    """The check's edge variants (its ``edges``, opcheck.checklist.Edge), or None for all of the sweep's."""
+    if spec.edges is None:
+        return None
+    base = sw.original_sizes()
+    slots = len(sw.template.slots)
+    transposed = [tuple("transposed" if i == n else "" for i in range(slots)) for n in range(slots)]
+    out = []
+    for edge in spec.edges:
+        sizes = _EDGE_SIZES[edge.sizes](base)
+        if sizes is None:
+            continue
+        if edge.transposed:
+            out += [Variant(sizes, layouts=t, seed=edge.seed) for t in transposed]
+        else:
+            out.append(Variant(sizes, seed=edge.seed))
+    return out
+
+
+def _sample_sizes(base):
+    return base
+
+
+def _odd_sizes(base):
+    return tuple(v + 1 if v % 2 == 0 else v for v in base)
+
+
+def _at_most_3(base):
+    return tuple(min(v, 3) for v in base)
+
+
+def _small_sizes(base):
+    return tuple(2 + i for i in range(len(base)))
+
+
+def _ones(base):
+    return tuple(1 for _ in base)
+
+
+def _twice_plus_one(base):
+    return tuple(2 * v + 1 for v in base)
+
+
+def _leading_one(base):
+    return (1,) + base[1:] if base else None  # no sizes: no such variant
+
+
+# Edge.sizes -> the variant's sizes from the sample's (None: no such variant).
+_EDGE_SIZES = {"sample": _sample_sizes, "odd": _odd_sizes, "at most 3": _at_most_3, "small": _small_sizes,
+               "ones": _ones, "2v+1": _twice_plus_one, "leading 1": _leading_one}
 
 
 class _Announced:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from symfuzz.opcheck.checklist import (AOT_DISPATCH_DYNAMIC, AUTOGRAD_REGISTRATION, BY_NAME, FAKETENSOR, GRADIENT,
+                                       INDUCTOR_DYNAMIC, NO_GRADS, SCHEMA, SYMBOLIC_FAKE)
 from symfuzz.opcheck.inputs import MAKE_SOURCE, Case
 
 _TOLERANCES = "{torch.float16: (1e-2, 1e-2), torch.bfloat16: (3e-2, 3e-2), torch.float32: (1e-4, 1e-5), torch.float64: (1e-7, 1e-7)}"
@@ -78,11 +80,12 @@ def header(op, case: Case, **inputs_options) -> str:
 
 def render(check: str, kind: str, op, case: Case, *, grads=frozenset()) -> str:
     body = _BODIES[check](kind)
+    spec = BY_NAME[check]
     options = {}
-    if check in ("autograd_registration", "inductor_dynamic", "aot_dispatch_dynamic"):
+    if spec.grads != NO_GRADS:
         options["requires_grad"] = grads
-    if check == "gradient":
-        options = {"requires_grad": grads, "dtype": "float64"}
+    if spec.repro_dtype:
+        options["dtype"] = spec.repro_dtype
     return header(op, case, **options) + "\n" + body.strip() + "\n"
 
 
@@ -235,14 +238,15 @@ for e, c in zip(torch.utils._pytree.tree_leaves(expected), torch.utils._pytree.t
 """
 
 
+# Each check's snippet body (every check of opcheck.checklist has one).
 _BODIES = {
-    "schema": _schema,
-    "autograd_registration": _autograd,
-    "faketensor": _fake,
-    "symbolic_fake": _symbolic,
-    "gradient": _gradient,
-    "aot_dispatch_dynamic": _aot,
-    "inductor_dynamic": _inductor,
+    SCHEMA.name: _schema,
+    AUTOGRAD_REGISTRATION.name: _autograd,
+    FAKETENSOR.name: _fake,
+    SYMBOLIC_FAKE.name: _symbolic,
+    GRADIENT.name: _gradient,
+    AOT_DISPATCH_DYNAMIC.name: _aot,
+    INDUCTOR_DYNAMIC.name: _inductor,
 }
 
 

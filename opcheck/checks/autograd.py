@@ -49,8 +49,6 @@ class _OnFloatInputs:
 
 
 class AutogradRegistrationCheck(_OnFloatInputs):
-    name = "autograd_registration"
-
     def __call__(self, case: Case):
         grads = float_slots(case.template)
         real = run_real(self.op, case, requires_grad=grads)
@@ -85,8 +83,6 @@ def _tensors(args, kwargs):
 
 
 class GradientCheck(_OnFloatInputs):
-    name = "gradient"
-
     def __call__(self, case: Case):
         grads = float_slots(case.template)
         if run_real(self.op, case) is REJECTED:
@@ -135,3 +131,13 @@ class GradientCheck(_OnFloatInputs):
                 return None  # autograd_registration reports a missing backward
             return Problem("backward-raised", "backward raised: " + first_line(exc))
         return None
+
+
+def autograd_registration_judge(op, runner, template):
+    """The autograd_registration check's judge (opcheck.checklist)."""
+    return AutogradRegistrationCheck(op)
+
+
+def gradient_judge(op, runner, template):
+    """The gradient check's judge (opcheck.checklist)."""
+    return GradientCheck(op)

@@ -24,8 +24,6 @@ from symfuzz.opcheck.variants import REJECTED
 
 
 class AotDispatchDynamicCheck:
-    name = "aot_dispatch_dynamic"
-
     def __init__(self, op, *, with_grad: bool):
         self.op, self.with_grad = op, with_grad
 
@@ -60,8 +58,6 @@ def _dynamo_config():
 
 
 class InductorDynamicCheck:
-    name = "inductor_dynamic"
-
     def __init__(self, op, *, with_grad: bool, mutable: set):
         self.op, self.with_grad, self.mutable = op, with_grad, mutable
         self._compiled = None
@@ -128,3 +124,14 @@ class InductorDynamicCheck:
             return (out, mutated, list(grad_out))
         except Exception as exc:  # noqa: BLE001 - judged by the caller: eager failing rejects, compiled failing is a finding
             return exc
+
+
+def aot_dispatch_dynamic_judge(op, runner, template):
+    """The aot_dispatch_dynamic check's judge (opcheck.checklist)."""
+    return AotDispatchDynamicCheck(op, with_grad=runner.grad_ok)
+
+
+def inductor_dynamic_judge(op, runner, template):
+    """The inductor_dynamic check's judge (opcheck.checklist)."""
+    return InductorDynamicCheck(op, with_grad=runner.grad_ok,
+                                mutable={n for n, s in enumerate(template.slots) if s.mutable})

@@ -27,6 +27,7 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
 )
 
+from symfuzz.opcheck.checklist import FAKETENSOR
 from symfuzz.opcheck.checks.common import Problem, first_line, run_real, tensor_leaves
 from symfuzz.opcheck.inputs import Case, TensorInput
 from symfuzz.opcheck.variants import REJECTED
@@ -218,8 +219,6 @@ def _fill(spec: TensorInput, end: str) -> TensorInput:
 
 
 class FakeTensorCheck:
-    name = "faketensor"
-
     def __init__(self, op, dependence: DataDependence):
         self.op, self.dependence = op, dependence
 
@@ -240,8 +239,6 @@ class FakeTensorCheck:
 
 
 class SymbolicFakeCheck:
-    name = "symbolic_fake"
-
     def __init__(self, op, dependence: DataDependence, *, compare_sizes: bool = True):
         self.op, self.dependence = op, dependence
         # False when faketensor already failed: wrong sizes and a raising fake
@@ -317,6 +314,16 @@ class SymbolicFakeCheck:
             if run_real(self.op, case.template.case(inputs)) is not REJECTED:
                 return True
         return False
+
+
+def faketensor_judge(op, runner, template):
+    """The faketensor check's judge (opcheck.checklist)."""
+    return FakeTensorCheck(op, runner.dependence)
+
+
+def symbolic_fake_judge(op, runner, template):
+    """The symbolic_fake check's judge (opcheck.checklist): it compares sizes only while faketensor has not failed."""
+    return SymbolicFakeCheck(op, runner.dependence, compare_sizes=FAKETENSOR.name not in runner.failed)
 
 
 _SIZE_SOURCE = re.compile(r"^L\['x\d+'\]\.size\(\)\[\d+\]$")

@@ -17,8 +17,6 @@ from symfuzz.opcheck.variants import REJECTED
 
 
 class SchemaCheck:
-    name = "schema"
-
     def __init__(self, op):
         self.op = op
 
@@ -40,3 +38,8 @@ class SchemaCheck:
                                "return a new tensor (e.g. .clone()) or declare the alias (Tensor(a) -> Tensor(a))")
             return Problem("schema-check-error", first_line(exc))
         return None
+
+
+def schema_judge(op, runner, template):
+    """The schema check's judge (opcheck.checklist)."""
+    return SchemaCheck(op)
