@@ -14,19 +14,30 @@ errors.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
 import sys
 from pathlib import Path
 
+from symfuzz.opcheck.checklist import CHECKS, SPECS, check_names
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _checks_help() -> str:
+    """The epilog: each check and what it checks, from opcheck.checklist."""
+    width = max(len(spec.name) for spec in SPECS)
+    lines = [f"  {spec.name:<{width}}  {spec.description}" for spec in SPECS]
+    return "checks, in the order they run (--checks takes their names):\n" + "\n".join(lines)
 
 
 def add_parser(sub, duration):
     p = sub.add_parser(
         "opcheck", help="check custom ops: schema, autograd, fake kernels (swept and symbolic), compile",
         description="Check custom ops on their samples and on shapes swept from them.",
+        epilog=_checks_help(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("ops", nargs="*", metavar="NS::OP", help="ops to check (default: every op in the calls file)")
     p.add_argument("--namespace", action="append", default=[], metavar="NS",
@@ -37,7 +48,8 @@ def add_parser(sub, duration):
                    help="recorded calls (pytest --opcheck writes .symfuzz/opcheck-calls.jsonl)")
     p.add_argument("--store", type=Path, default=None, help="xfail store (PyTorch failures_dict.json format)")
     p.add_argument("--accept", action="store_true", help="rewrite the store from these results")
-    p.add_argument("--checks", default=None, help="comma-separated checks (default all)")
+    p.add_argument("--checks", default=None, metavar="CHECK[,CHECK...]",
+                   help=f"comma-separated checks (default all: {', '.join(CHECKS)})")
     p.add_argument("--budget", type=duration, default=None, help="time per op, e.g. 60s (default 120s)")
     p.add_argument("--op-timeout", type=duration, default=None,
                    help="report an op as hung and move on after this long (default 2 x budget + 300s)")
@@ -111,10 +123,11 @@ def _run(args) -> int:
         raise OpcheckUsage("nothing to check: name ops (NS::OP), --namespace NS, or --from CALLS")
     try:
         ops = list(dict.fromkeys(op_name(resolve_op(n)) for n in names))
-        from symfuzz.opcheck.api import _check_names
-
-        checks = _check_names(args.checks) if args.checks else None
     except OpCheckUsageError as exc:
+        raise OpcheckUsage(str(exc)) from None
+    try:
+        checks = check_names(c for c in args.checks.split(",") if c.strip()) if args.checks else None
+    except ValueError as exc:
         raise OpcheckUsage(str(exc)) from None
     store = None
     if args.store is not None:
