@@ -1,12 +1,20 @@
-"""Judging code shared by the fuzz worker and by every generated ``repro.py``.
+"""The runtime every standalone script carries, shared with the campaign and opcheck.
 
-This module imports only the standard library and torch: its source is
-inlined verbatim into repro scripts (see ``corpus.repro``), so a repro judges
-a run exactly the way the campaign did. Keep it that way.
+This module imports only the standard library and torch: ``corpus.scripts``
+inlines its source (all of it, or the pieces a script needs) into every
+script symfuzz writes, so a script judges a run exactly the way the campaign
+did. Keep it that way.
 
-Contents: materializing seeded inputs with a layout, running a schedule of
-calls through a function, comparing compiled results with eager (dtype-aware
-tolerances, an fp64 reference where rounding matters), classifying
+It holds the one definition of each piece the scripts share:
+
+- ``make_input``: the one way an input tensor is built from a seed (fuzz
+  cases, the minifier's repros, opcheck's sweeps and snippets);
+- ``TOLERANCES``: the per-dtype tolerances;
+- ``compare``: the one judging function (compiled vs eager, dtype-aware
+  tolerances, an fp64 reference where rounding matters), which the oracles,
+  the minifier's capture and opcheck's Inductor check call in process too.
+
+Besides: running a schedule of calls through a function, classifying
 exceptions into stages, and building stable failure signatures.
 """
 
@@ -44,10 +52,35 @@ REF_ERROR_FACTOR = 4.0
 
 # ---------------------------------------------------------------- inputs
 
+# A layout's kind alone ("transposed") stands for its usual dims.
+_LAYOUT_DEFAULTS = {"transposed": {"dims": [-2, -1]}, "sliced": {"dim": -1}, "expanded": {"dim": 0}}
+
+
+def normal_layout(layout, rank):
+    """A layout as a dict, for a tensor of ``rank`` dims.
+
+    The kinds: {"kind": "contiguous"}; {"kind": "transposed", "dims": [a, b]};
+    {"kind": "strided", "dim": d, "step": k} (every k-th element, from the
+    first); {"kind": "sliced", "dim": d} (every other element of 2n + 1, from
+    the second: a nonzero storage offset); {"kind": "expanded", "dim": d}
+    (stride 0). None is contiguous, and a kind's name alone stands for its
+    usual dims (the last two, the last, the first), or for contiguous when
+    the tensor has too few dims for it.
+    """
+    if layout is None:
+        return {"kind": "contiguous"}
+    if isinstance(layout, str):
+        needs = 2 if layout == "transposed" else 1
+        if layout not in _LAYOUT_DEFAULTS or rank < needs:
+            return {"kind": "contiguous"}
+        return {"kind": layout, **_LAYOUT_DEFAULTS[layout]}
+    return layout
+
 
 def base_shape(shape, layout):
     """The shape of the storage tensor from which ``layout`` makes ``shape``."""
     shape = list(shape)
+    layout = normal_layout(layout, len(shape))
     kind = layout.get("kind", "contiguous")
     if kind == "transposed":
         a, b = layout["dims"]
@@ -55,48 +88,65 @@ def base_shape(shape, layout):
     elif kind == "strided":
         d, step = layout["dim"], layout["step"]
         shape[d] = 0 if shape[d] == 0 else (shape[d] - 1) * step + 1
+    elif kind == "sliced":
+        shape[layout["dim"]] = 2 * shape[layout["dim"]] + 1
     elif kind == "expanded":
         shape[layout["dim"]] = 1
     return shape
 
 
 def apply_layout(base, shape, layout):
+    layout = normal_layout(layout, len(shape))
     kind = layout.get("kind", "contiguous")
     if kind == "transposed":
         a, b = layout["dims"]
         return base.transpose(a, b)
-    if kind == "strided":
+    if kind in ("strided", "sliced"):
+        start, step = (0, layout["step"]) if kind == "strided" else (1, 2)
         index = [slice(None)] * base.dim()
-        index[layout["dim"]] = slice(None, None, layout["step"])
+        index[layout["dim"]] = slice(start, None, step)
         return base[tuple(index)]
     if kind == "expanded":
         return base.expand(*shape)
     return base
 
 
-def make_arg(spec, device="cpu"):
-    """A tensor from an argument spec: {"shape", "dtype", "layout", "seed"}.
+def make_input(shape, dtype, seed=0, layout=None, *, low=None, high=None, device="cpu"):
+    """A tensor of ``shape`` and ``dtype`` (a torch.dtype), laid out as ``layout`` says (``normal_layout``).
 
-    Values are drawn from a generator seeded by ``spec["seed"]`` on the CPU,
-    so the same spec gives the same tensor in any process. Float values are
-    standard normal (no overflow or NaN traps); ints lie in [-8, 8].
+    Values are drawn from a generator seeded with ``seed`` on the CPU, so the
+    same arguments give the same tensor in any process and on any device.
+    Without a range, floats and complex numbers are standard normal (no
+    overflow or NaN traps) and ints lie in [-8, 8]; with ``low`` and
+    ``high``, floats are uniform in [low, high] (drawn in float64) and ints
+    lie in [int(low), int(high)]. Bools are 0 or 1 either way.
     """
-    shape = list(spec["shape"])
-    layout = spec.get("layout") or {"kind": "contiguous"}
-    dtype = DTYPES[spec["dtype"]]
+    shape = list(shape)
     base = base_shape(shape, layout)
     if device == "meta":
         storage = torch.empty(base, dtype=dtype, device="meta")
     else:
-        gen = torch.Generator().manual_seed(int(spec["seed"]))
-        if dtype.is_floating_point:
-            storage = torch.randn(base, generator=gen, dtype=torch.float32).to(dtype)
-        elif dtype == torch.bool:
+        gen = torch.Generator().manual_seed(int(seed))
+        ranged = low is not None and high is not None
+        if dtype == torch.bool:
             storage = torch.randint(0, 2, base, generator=gen).bool()
+        elif dtype.is_floating_point and ranged:
+            storage = torch.empty(base, dtype=torch.float64).uniform_(low, high, generator=gen).to(dtype)
+        elif dtype.is_floating_point:
+            storage = torch.randn(base, generator=gen, dtype=torch.float32).to(dtype)
+        elif ranged:
+            storage = torch.randint(int(low), int(high) + 1, base, generator=gen).to(dtype)
+        elif dtype.is_complex:
+            storage = torch.randn(base, generator=gen, dtype=dtype)
         else:
             storage = torch.randint(-8, 9, base, generator=gen, dtype=dtype)
         storage = storage.to(device)
     return apply_layout(storage, shape, layout)
+
+
+def make_arg(spec, device="cpu"):
+    """A tensor from an argument spec: {"shape", "dtype", "layout", "seed"} (``make_input``)."""
+    return make_input(spec["shape"], DTYPES[spec["dtype"]], spec["seed"], spec.get("layout"), device=device)
 
 
 def make_args(call, device="cpu"):
@@ -232,6 +282,12 @@ def flatten(value, prefix="out"):
 def compare(eager, compiled, reference=None):
     """None if ``compiled`` matches ``eager``; else {"symptom", "path", "detail"}.
 
+    The one judging function: the oracles (through ``judge_call``), the
+    minifier's capture, opcheck's Inductor check and every script symfuzz
+    writes compare outputs with it, so a script cannot disagree with the
+    finding it reproduces. Tensors match within ``TOLERANCES`` for their
+    dtype; beyond that, compiled still matches when it is no worse than
+    eager against the fp64 reference (``within_reference``).
     ``reference`` is a zero-argument callable giving the fp64 reference tree
     (same structure), computed only when a direct comparison fails.
     """

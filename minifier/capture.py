@@ -46,7 +46,8 @@ ACCURACY_STATUSES = ("mismatch",)
 # A graph's first recorded failure is final.
 FINAL_STATUSES = ("compile-failed", "run-failed", "mismatch")
 # Names the rendered repro itself uses; graph values are renamed away from them.
-RESERVED_NAMES = {"torch", "operator", "math", "fn", "inputs", "main", "make_inputs", "json", "sys", "builtins"}
+RESERVED_NAMES = {"torch", "operator", "math", "fn", "inputs", "main", "make_inputs", "make_input", "json", "sys",
+                  "builtins"}
 
 BOOTSTRAP = r"""
 import importlib.util, os, runpy, sys

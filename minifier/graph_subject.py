@@ -14,26 +14,24 @@ The graph is plain data (see ``minifier.capture``):
 - ``symbols``: the current value of each size symbol. Every dim is computed
   from them, so dims that share a symbol stay equal while sizes shrink.
 
-The repro is a torch-only script: the graph as a Python function, seeded
-inputs (or the script's saved values, narrowed to the current sizes), the
-``mark_dynamic`` lines, ``torch.compile`` with the captured backend, and a
-judge that prints ``SYMFUZZ-RESULT {json}``. The same text serves as the
-query script, so the repro users get is exactly what was checked.
+The repro is a torch-only script (``corpus.scripts.render_graph_repro``):
+the graph as a Python function, seeded inputs (``make_input``) or the
+script's saved values, narrowed to the current sizes, the ``mark_dynamic``
+lines, ``torch.compile`` with the captured backend, and a judge that prints
+``SYMFUZZ-RESULT {json}``. The same text serves as the query script, so the
+repro users get is exactly what was checked.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import ast
 import copy
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator, Optional
 
+from symfuzz.corpus.scripts import EXIT_FIXED, EXIT_INVALID, EXIT_REPRODUCED, render_graph_repro
 
-EXIT_OK, EXIT_FAILS, EXIT_INVALID = 0, 1, 2
 # Saved input values with at most this many elements are written into the script.
 EMBED_LIMIT = 64
 
@@ -162,109 +160,32 @@ class GraphSubject:
 
 
 def render_script(data: dict) -> str:
-    accuracy = data["accuracy"]
-    return SCRIPT.format(
-        docstring=_docstring(data),
-        imports=_imports(data),
+    title, about = _docstring(data)
+    return render_graph_repro(
+        title=title,
+        about=about,
         function=render_function(data),
         make_inputs=render_inputs(data),
         marks=render_marks(data),
         backend=data["backend"]["name"],
         compile_kwargs=_compile_kwargs(data["backend"]),
         grad_enabled=data["grad_enabled"],
-        check=ACCURACY_CHECK if accuracy else "",
-        judge=_judge_source(accuracy),
-        exit_ok=EXIT_OK, exit_fails=EXIT_FAILS, exit_invalid=EXIT_INVALID,
+        accuracy=data["accuracy"],
+        imports=_imports(data),
     )
 
 
-SCRIPT = '''#!/usr/bin/env python
-{docstring}
-import os
-
-# One Inductor compile thread: no worker pool to start, and errors are raised in this process.
-os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-
-import json
-import sys
-import traceback
-
-import torch
-{imports}
-BACKEND = {backend!r}
-
-
-{function}
-
-
-{make_inputs}
-
-
-def main():
-    torch.set_grad_enabled({grad_enabled})
-    try:
-        expected = fn(*make_inputs())
-    except Exception as exc:  # the program itself is invalid: nothing to judge
-        traceback.print_exc()
-        return finish({{"ok": None, "invalid": "eager fails", "error": describe(exc)}}, {exit_invalid})
-    inputs = make_inputs()
-{marks}
-    compiled = torch.compile(fn, backend=BACKEND{compile_kwargs})
-    try:
-        actual = compiled(*inputs)
-    except Exception as exc:
-        traceback.print_exc()
-        return fail("crash", describe(exc), key=f"{{type(exc).__module__}}.{{type(exc).__qualname__}}|"
-                                                f"{{normalize_message(str(exc))}}")
-{check}    print("compiled ran without failing")
-    return finish({{"ok": True}}, {exit_ok})
-
-
-def describe(exc):
-    return {{"type": f"{{type(exc).__module__}}.{{type(exc).__qualname__}}", "message": str(exc)[:2000]}}
-
-
-def fail(symptom, error=None, key="", detail=""):
-    result = {{"ok": False, "symptom": symptom, "signature": signature(symptom, BACKEND, key)}}
-    if error is not None:
-        result["error"] = error
-    if detail:
-        result["detail"] = detail
-    return finish(result, {exit_fails})
-
-
-def finish(result, code):
-    print("SYMFUZZ-RESULT " + json.dumps(result))
-    return code
-
-
-# ---------------------------------------------------------------- judging
-# Inlined from symfuzz's oracles/standalone.py, so that this script needs only torch.
-{judge}
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
-ACCURACY_CHECK = '''    # Outputs that differ from eager only by rounding are judged against a float64 run.
-    reference = lambda: (reference_call(fn, make_inputs()).get("out") or (None,))[0]
-    diff = compare(snapshot(expected), snapshot(actual), reference)
-    if diff is not None:
-        print(f"compiled differs from eager at {diff['path']}: {diff['detail']}")
-        return fail(diff["symptom"], key=diff["symptom"], detail=f"{diff['path']}: {diff['detail']}")
-'''
-
-
-def _docstring(data: dict) -> str:
+def _docstring(data: dict) -> tuple[str, str]:
+    """The repro's docstring: (title, the rest)."""
     origin = data.get("origin", {})
     marks = ", ".join(f"{name} dim {d}" for name, d in dynamic_dims(data)) or "none"
     what = "a wrong result (compiled differs from eager)" if data["accuracy"] else "a crash"
+    title = (f"symfuzz repro: {what} in torch.compile(backend={data['backend']['name']!r}) "
+             "on a graph with dynamic shapes.")
     lines = [
-        f'"""symfuzz repro: {what} in torch.compile(backend={data["backend"]["name"]!r}) on a graph with dynamic shapes.',
-        "",
         (f"Minified from graph {origin.get('graph', '?')} of {origin.get('script') or 'a script'} "
          f"({origin.get('nodes', '?')} FX nodes); dims marked dynamic: {marks}."),
-        f"Run it with plain `python repro.py`: exit {EXIT_FAILS} while the bug is present, {EXIT_OK} once it",
+        f"Run it with plain `python repro.py`: exit {EXIT_REPRODUCED} while the bug is present, {EXIT_FIXED} once it",
         f"is fixed, {EXIT_INVALID} if the program fails in eager too (nothing to judge).",
         "The last line is SYMFUZZ-RESULT {json} for tools.",
     ]
@@ -273,7 +194,7 @@ def _docstring(data: dict) -> str:
         lines += ["", "Shape guards of the original compile:"] + [f"    {g}" for g in guards[:12]]
         if len(guards) > 12:
             lines.append(f"    ... and {len(guards) - 12} more")
-    return "\n".join(lines) + '\n"""'
+    return title, "\n".join(lines)
 
 
 def _compile_kwargs(backend: dict) -> str:
@@ -285,7 +206,8 @@ def _compile_kwargs(backend: dict) -> str:
     return text
 
 
-def _imports(data: dict) -> str:
+def _imports(data: dict) -> list[str]:
+    """Import lines for the modules the graph's call targets live in (besides torch)."""
     modules = set()
     for node in data["nodes"]:
         if node["op"] != "call_function":
@@ -297,7 +219,7 @@ def _imports(data: dict) -> str:
                 modules.add("operator")
         elif root not in ("torch", "builtins"):
             modules.add(root)
-    return "".join(f"import {m}\n" for m in sorted(modules))
+    return [f"import {m}" for m in sorted(modules)]
 
 
 def render_function(data: dict) -> str:
@@ -433,16 +355,11 @@ def _narrowable(stored: list, shape: list) -> bool:
 
 
 def seeded_expr(shape: list, dtype: str, seed: int) -> str:
+    """``make_input`` for a seeded input: floats standard normal, ints in [0, 7]
+    (valid as indices into most captured tensors), bools 0 or 1."""
     size = "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
-    gen = f"generator=torch.Generator().manual_seed({seed})"
-    if dtype == "bool":
-        return f"torch.randint(0, 2, {size}, {gen}).bool()"
-    if dtype.startswith("complex"):
-        return f"torch.randn({size}, {gen}, dtype=torch.{dtype})"
-    if dtype.startswith(("float", "bfloat")):
-        expr = f"torch.randn({size}, {gen})"
-        return expr if dtype == "float32" else expr + f".to(torch.{dtype})"
-    return f"torch.randint(0, 8, {size}, {gen}, dtype=torch.{dtype})"
+    integral = dtype != "bool" and not dtype.startswith(("float", "bfloat", "complex"))
+    return f"make_input({size}, torch.{dtype}, {seed}" + (", low=0, high=7)" if integral else ")")
 
 
 def render_marks(data: dict) -> str:
@@ -454,40 +371,3 @@ def render_marks(data: dict) -> str:
         lines.append(f"    torch._dynamo.mark_dynamic(inputs[{position[name]}], {dim})  "
                      f"# {name} dim {dim}: {expr} = {dim_value(expr, data['symbols'])}")
     return "\n".join(lines) if lines else "    # no dims marked dynamic"
-
-
-# The judging code a repro inlines from oracles/standalone.py, by top-level name.
-SIGNATURE_PIECES = ["_VOLATILE", "normalize_message", "signature"]
-ACCURACY_PIECES = ["TOLERANCES", "REF_ERROR_FACTOR", "snapshot", "run_call", "describe_exception",
-                   "exception_stage", "flatten", "compare", "tensors_close", "within_reference", "mismatch_detail",
-                   "to_reference_args", "_as_float64", "Float64Everywhere", "reference_call"]
-
-
-def _judge_source(accuracy: bool) -> str:
-    """A crash needs only the signature code (message normalization, hashing);
-    accuracy also needs the comparison with eager and the float64 reference."""
-    names = SIGNATURE_PIECES + (ACCURACY_PIECES if accuracy else [])
-    imports = "import hashlib\nimport re\n" + ("import time\n" if accuracy else "")
-    return imports + "\n\n" + "\n\n\n".join(_standalone_pieces(names)) + "\n"
-
-
-def _standalone_pieces(names: list[str]) -> list[str]:
-    """Source of top-level assignments, functions and classes of standalone.py, in file order."""
-    text = Path(importlib.util.find_spec("symfuzz.fuzz.script_runtime").origin).read_text()
-    lines = text.splitlines()
-    pieces, found = [], set()
-    for node in ast.parse(text).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            name = node.name
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-        else:
-            continue
-        if name in names:
-            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-            pieces.append("\n".join(lines[first - 1:node.end_lineno]))
-            found.add(name)
-    missing = set(names) - found
-    if missing:
-        raise RuntimeError(f"oracles/standalone.py no longer defines {sorted(missing)}, which graph repros inline")
-    return pieces
