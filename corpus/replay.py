@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.repro import EXIT_FIXED, EXIT_REPRODUCED, render_repro
+from symfuzz.corpus.scripts import EXIT_FIXED, EXIT_REPRODUCED, render_repro
 from symfuzz.oracles.verdict import OUT_OF_MEMORY, Died, Hung
 
 

@@ -39,10 +39,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Optional
 
-from symfuzz.fuzz.case import Case
-from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE, judge_context
-from symfuzz.oracles.lanes.runners import ARTIFACTS, runner_spec
-from symfuzz.oracles.symbolic_meta import stride_paths
+from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_INVALID = 0, 1, 2
 
@@ -64,7 +61,7 @@ def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defa
     """The head of every script: a docstring (``title``, then ``about``), the
     environment (``env`` set, ``env_defaults`` set unless already set, before
     torch is imported), then the imports: json, sys, and the names a program
-    may use (``oracles.lanes.execute.PROGRAM_GLOBALS_SOURCE``), then
+    may use (``fuzz.ir.PRELUDE``), then
     ``imports`` (lines, e.g. the module that registers an op)."""
     doc = title.strip() + ("\n\n" + about.strip("\n") if about.strip() else "")
     doc = doc.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
@@ -76,7 +73,7 @@ def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defa
         lines.append("")
     imports = list(imports)
     stdlib = [i for i in imports if i.split()[:1] == ["import"] and i.split()[1].split(".")[0] in sys.stdlib_module_names]
-    lines += ["import json", "import sys", *sorted(stdlib), "", PROGRAM_GLOBALS_SOURCE.rstrip()]
+    lines += ["import json", "import sys", *sorted(stdlib), "", PROGRAM_GLOBALS.rstrip()]
     lines += [i for i in imports if i not in stdlib]
     return "\n".join(lines) + "\n"
 
@@ -266,8 +263,11 @@ def render_snippet(title: str, body: str, *, about: str = "", imports: Iterable[
     pasted = Helpers()
     for module, names in helpers:
         pasted.pieces(module, names)
-    head = prelude(title, about, imports=imports)
-    return head + "\n" + pasted.text(head) + "\n\n" + body.strip("\n") + "\n"
+    head = prelude(title, about or "Straight-line: the helpers inlined from symfuzz come first, the failing input and\n"
+                   "what fails at the end.", imports=imports)
+    return (head + "\n" + _helpers_section(pasted, head) + "\n\n"
+            "# ---------------------------------------------------------------- the failing input, and what fails\n"
+            + body.strip("\n") + "\n")
 
 
 # ---------------------------------------------------------------- fuzz findings: the judged repro
@@ -401,6 +401,10 @@ def _calls_json(case) -> str:
 
 
 def _render_symbolic_repro(finding, case) -> str:
+    # Deferred, as in render_repro: the oracles' imports are for fuzz findings only.
+    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
+    from symfuzz.oracles.symbolic_meta import stride_paths
+
     verdict, lane = finding.verdict, finding.lane
     head = prelude(_headline(verdict), (
         f"Oracle: symbolic-metadata (found on lane {lane['name']}; the check does not depend on the lane).\n"
@@ -428,6 +432,11 @@ def _render_symbolic_repro(finding, case) -> str:
 
 def render_repro(finding) -> str:
     """The judged repro of a fuzz finding, from its JSON alone (``Finding``)."""
+    # Deferred: the lanes import z3 and triton, which opcheck, rendering its snippets here, does not need.
+    from symfuzz.fuzz.case import Case
+    from symfuzz.oracles.lanes.execute import judge_context
+    from symfuzz.oracles.lanes.runners import ARTIFACTS, runner_spec
+
     case = Case.from_json(finding.case)
     verdict, lane = finding.verdict, finding.lane
     if verdict.symptom == "fake-real-mismatch":

@@ -17,7 +17,7 @@ from typing import Iterator
 
 from symfuzz.corpus.atomic import append_line, write_json, write_text
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.repro import render_repro
+from symfuzz.corpus.scripts import render_repro
 
 
 class FindingStore:

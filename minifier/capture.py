@@ -214,7 +214,7 @@ class Recorder:
         self.compile_calls = 0
         self.in_compile_call = False
         self.builtin_backends: set = set()
-        self.standalone = None  # oracles/standalone.py, loaded by path when comparing
+        self.standalone = None  # fuzz/script_runtime.py (its compare judges), loaded by path when comparing
 
     def write_script_state(self, state: str, **extra) -> None:
         _write_json(self.folder / "script.json", {"state": state, "compile_calls": self.compile_calls,

@@ -1,10 +1,10 @@
 """A fuzzer finding as a minifier subject: its Case, shrunk at the IR level.
 
 Each candidate is checked by rendering the finding's own repro script
-(``corpus.repro.render_repro``) for the candidate case and running it fresh:
+(``corpus.scripts.render_repro``) for the candidate case and running it fresh:
 the same judging code the campaign used, so "same signature" means the same
 thing here as in ``symfuzz replay``. The user-facing repro is the short
-script from ``minifier.compact`` when it still shows the bug.
+script (``corpus.scripts.render_compact``) when it still shows the bug.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.repro import render_repro
+from symfuzz.corpus.scripts import render_compact, render_repro
 from symfuzz.fuzz.case import Case
 from symfuzz.minifier.case_eager import plausible
 from symfuzz.oracles.verdict import Verdict
@@ -82,9 +82,7 @@ class CaseSubject:
         return render_repro(self.finding())
 
     def repro_script(self) -> str:
-        from symfuzz.minifier.compact import render_compact
-
-        return render_compact(self) or self.query_script()
+        return render_compact(self.case, self.verdict, self.lane, self.environment) or self.query_script()
 
     def plausible(self) -> bool:
         return plausible(self)

@@ -8,9 +8,9 @@ compare the traced sizes, strides and dtypes with eager's.
 
 This module imports only the standard library, torch and sympy (lazily):
 its source is inlined into ``repro.py`` scripts for ``fake-real-mismatch``
-findings (see ``corpus.repro``), next to an inlined ``oracles/standalone.py``
+findings (see ``corpus.scripts``), after an inlined ``fuzz/script_runtime.py``
 that defines the names imported from it below; the renderer drops that one
-import line. Do not import other project modules here, and keep
+import. Do not import other project modules here, and keep
 ``from __future__`` imports out (the text is inlined mid-file).
 """
 

@@ -9,7 +9,7 @@ import sys
 from conftest import ROOT
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.replay import replay_finding
-from symfuzz.corpus.repro import render_repro
+from symfuzz.corpus.scripts import render_repro
 from symfuzz.corpus.store import FindingStore, load_findings
 from symfuzz.fuzz.generate import GenConfig
 from symfuzz.fuzz.drawing import generate

@@ -20,7 +20,7 @@ import torch
 
 from conftest import ROOT
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.repro import render_repro
+from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import BranchNode, Input, OpNode, Program, SizeNode
 from symfuzz.oracles.lanes.execute import execute
@@ -95,7 +95,7 @@ def test_size_comparisons_are_recognised():
 
 
 def test_export_runner_module_is_self_contained():
-    """Only stdlib and torch imports, so corpus.repro can inline its source."""
+    """Only stdlib and torch imports, so corpus.scripts can inline its source."""
     tree = ast.parse((ROOT / "oracles" / "export_runner.py").read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):

@@ -378,7 +378,7 @@ def test_repro_of_a_fake_real_mismatch_runs_the_symbolic_check_standalone(fake_i
 
     from symfuzz.corpus.finding import Finding
     from symfuzz.corpus.replay import replay_finding
-    from symfuzz.corpus.repro import render_repro
+    from symfuzz.corpus.scripts import render_repro
 
     fake_impl(rounds_dim0_down_to_even)
     case = new_zeros_case((4, 6, 7, 8))

@@ -1,10 +1,10 @@
 """torch.export lanes: export a program once, then run the exported artifact on every call.
 
 This module imports only the standard library and torch: like
-``oracles/standalone.py``, its source is inlined verbatim into the repro
-scripts of export-lane findings (see ``corpus.repro``). Keep it that way.
+``fuzz/script_runtime.py``, its source is inlined verbatim into the repro
+scripts of export-lane findings (see ``corpus.scripts``). Keep it that way.
 
-``ExportedRunner`` is the compiled side of a run: ``standalone.run_schedule``
+``ExportedRunner`` is the compiled side of a run: ``script_runtime.run_schedule``
 calls it once per call of the schedule, in order, with that call's inputs.
 The first call exports the program with its inputs as examples; every call
 then runs the exported artifact: ``ExportedProgram.module()`` ("module") or
@@ -12,7 +12,7 @@ an AOTInductor package built from the same ExportedProgram ("aoti").
 
 Export refuses some things that eager runs, by design. Those are not
 findings, and the runner says so by raising ``LaneRejectedCall``, which
-``standalone.judge_call`` skips (nothing is compared for such a call):
+``script_runtime.judge_call`` skips (nothing is compared for such a call):
 
 - export cannot trace the program: data-dependent control flow, an
   unsupported feature (``Unsupported``, ``UserError``, guards on unbacked
