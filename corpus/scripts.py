@@ -402,8 +402,8 @@ def _calls_json(case) -> str:
 
 def _render_symbolic_repro(finding, case) -> str:
     # Deferred, as in render_repro: the oracles' imports are for fuzz findings only.
-    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
-    from symfuzz.oracles.symbolic_meta import stride_paths
+    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE  # (deferred: see above)
+    from symfuzz.oracles.symbolic_meta import stride_paths  # (deferred: see above)
 
     verdict, lane = finding.verdict, finding.lane
     head = prelude(_headline(verdict), (
@@ -433,9 +433,9 @@ def _render_symbolic_repro(finding, case) -> str:
 def render_repro(finding) -> str:
     """The judged repro of a fuzz finding, from its JSON alone (``Finding``)."""
     # Deferred: the lanes import z3 and triton, which opcheck, rendering its snippets here, does not need.
-    from symfuzz.fuzz.case import Case
-    from symfuzz.oracles.lanes.execute import judge_context
-    from symfuzz.oracles.lanes.runners import ARTIFACTS, runner_spec
+    from symfuzz.fuzz.case import Case  # (deferred: see above)
+    from symfuzz.oracles.lanes.execute import judge_context  # (deferred: see above)
+    from symfuzz.oracles.lanes.runners import ARTIFACTS, runner_spec  # (deferred: see above)
 
     case = Case.from_json(finding.case)
     verdict, lane = finding.verdict, finding.lane

@@ -6,7 +6,8 @@ one concrete input: either the sample itself, or a tuple of ``TensorInput``
 specs (shape, dtype, layout, values drawn from the sample's range with a
 seed) that ``build`` turns into fresh tensors. Specs are plain data, so a
 failing case can be printed, stored as JSON and rebuilt by the repro snippet
-with the same ``make`` function (``MAKE_SOURCE``).
+with the same function, ``fuzz.script_runtime.make_input`` (the one every
+symfuzz script inlines).
 """
 
 from __future__ import annotations
@@ -17,43 +18,18 @@ from dataclasses import asdict, dataclass, replace
 import torch
 import torch.utils._pytree as pytree
 
+from symfuzz.fuzz.script_runtime import make_input
+
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 INT_DTYPES = ("int64", "int32", "int16", "uint8")
 
-# The repro snippets inline this function's source, so it must stay
-# self-contained (torch only) and match make_tensor below exactly.
-MAKE_SOURCE = '''\
-def make(shape, dtype, layout="contiguous", lo=-1.0, hi=1.0, seed=0, requires_grad=False, device="cpu"):
-    """A tensor of `shape` with values in [lo, hi], laid out as asked."""
-    g = torch.Generator().manual_seed(seed)
-    base = list(shape)
-    if layout == "transposed" and len(shape) >= 2:
-        base[-1], base[-2] = base[-2], base[-1]
-    elif layout == "sliced" and len(shape) >= 1:
-        base[-1] = 2 * base[-1] + 1
-    elif layout == "expanded" and len(shape) >= 1:
-        base[0] = 1
-    if dtype.is_floating_point:
-        t = torch.empty(base, dtype=torch.float64).uniform_(lo, hi, generator=g).to(dtype)
-    elif dtype == torch.bool:
-        t = torch.randint(0, 2, base, generator=g).bool()
-    else:
-        t = torch.randint(int(lo), int(hi) + 1, base, generator=g).to(dtype)
-    t = t.to(device)  # drawn on the CPU, so every device gets the same values
-    if layout == "transposed" and len(shape) >= 2:
-        t = t.transpose(-1, -2)
-    elif layout == "sliced" and len(shape) >= 1:
-        t = t[..., 1::2]
-    elif layout == "expanded" and len(shape) >= 1:
-        t = t.expand(*shape)
-    return t.requires_grad_() if requires_grad else t
-'''
 
-_namespace: dict = {"torch": torch}
-exec(MAKE_SOURCE, _namespace)  # noqa: S102 - our own constant source, shared with the snippets
-make = _namespace["make"]
+def make(shape, dtype, layout="contiguous", lo=-1.0, hi=1.0, seed=0, requires_grad=False, device="cpu"):
+    """A tensor of ``shape`` with values in [lo, hi], laid out as asked (``make_input``)."""
+    t = make_input(shape, dtype, seed, layout, low=lo, high=hi, device=device)
+    return t.requires_grad_() if requires_grad else t
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -75,7 +51,8 @@ class TensorInput:
     requires_grad: bool = False
 
     def build(self, device="cpu") -> torch.Tensor:
-        t = make(tuple(self.shape), to_dtype(self.dtype), self.layout, self.lo, self.hi, self.seed, device=device)
+        t = make_input(tuple(self.shape), to_dtype(self.dtype), self.seed, self.layout, low=self.lo, high=self.hi,
+                       device=device)
         if self.requires_grad:
             # detach() keeps the strides, so the leaf keeps the layout.
             t = t.detach().requires_grad_()
@@ -90,10 +67,11 @@ class TensorInput:
         return text
 
     def code(self, device="cpu") -> str:
-        rg = ", requires_grad=True" if self.requires_grad else ""
+        """The ``make_input`` call that builds it, for the repro snippets."""
         dev = f", device={device!r}" if device != "cpu" else ""
-        return (f"make({tuple(self.shape)!r}, torch.{self.dtype}, {self.layout!r}, "
-                f"{self.lo!r}, {self.hi!r}, seed={self.seed}{rg}{dev})")
+        code = (f"make_input({tuple(self.shape)!r}, torch.{self.dtype}, {self.seed}, {self.layout!r}, "
+                f"low={self.lo!r}, high={self.hi!r}{dev})")
+        return code + (".requires_grad_()" if self.requires_grad else "")
 
 
 def copy_exactly(src: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -1,25 +1,30 @@
 """Repro snippets: short torch-only scripts that show one check's failure.
 
-Each snippet imports the module that registers the op (when we can tell
-which), rebuilds the failing input with ``make`` (inlined, see
-``opcheck.inputs.MAKE_SOURCE``) and runs the one thing that failed.
+Rendered by ``corpus.scripts.render_snippet``, like every symfuzz script:
+the one prelude, then ``make_input`` (inlined from ``fuzz/script_runtime.py``)
+to rebuild the failing input, then the one thing that failed. Each snippet
+imports the module that registers the op (when we can tell which). The
+Inductor check's snippet also inlines the check's own run
+(``opcheck.checks.compile.run_collecting``, ``float64_inputs``) and the
+judging function (``script_runtime.compare``), so it agrees with the check.
 """
 
 from __future__ import annotations
 
 import torch
 
+from symfuzz.corpus.scripts import RUNTIME, render_snippet
 from symfuzz.opcheck.checklist import (AOT_DISPATCH_DYNAMIC, AUTOGRAD_REGISTRATION, BY_NAME, FAKETENSOR, GRADIENT,
                                        INDUCTOR_DYNAMIC, NO_GRADS, SCHEMA, SYMBOLIC_FAKE)
-from symfuzz.opcheck.inputs import MAKE_SOURCE, Case
+from symfuzz.opcheck.inputs import Case
+from symfuzz.opcheck.provenance import registering_modules
 
-_TOLERANCES = "{torch.float16: (1e-2, 1e-2), torch.bfloat16: (3e-2, 3e-2), torch.float32: (1e-4, 1e-5), torch.float64: (1e-7, 1e-7)}"
+# Where the Inductor check's own run lives (its snippet inlines it).
+_INDUCTOR_CHECK = "symfuzz.opcheck.checks.compile"
 
 
 def op_module(op) -> str | None:
     """The Python module that registered ``op``, if torch's records tell (opcheck.provenance)."""
-    from symfuzz.opcheck.provenance import registering_modules
-
     modules = registering_modules(op._schema.name)
     return modules[0] if modules else None
 
@@ -50,8 +55,8 @@ def inputs_source(case: Case, *, requires_grad=frozenset(), dtype=None) -> str:
         code = spec.code(case.template.slots[n].device)
         if dtype and spec.dtype.startswith(("float", "bfloat")):
             code = code.replace(f"torch.{spec.dtype}", f"torch.{dtype}")
-        if n in requires_grad and "requires_grad" not in code:
-            code = code[:-1] + ", requires_grad=True)"
+        if n in requires_grad and not code.endswith(".requires_grad_()"):
+            code += ".requires_grad_()"
         lines.append(f"    x{n} = {code}")
     names = iter(f"x{n}" for n in range(len(specs)))
     args = _render(case.template.args, names)
@@ -60,33 +65,32 @@ def inputs_source(case: Case, *, requires_grad=frozenset(), dtype=None) -> str:
     return "\n".join(lines)
 
 
-def header(op, case: Case, **inputs_options) -> str:
+def _snippet(op, case: Case, body: str, what: str, *, helpers=(), **inputs_options) -> str:
+    """The snippet: its head, the helpers, the failing input rebuilt, ``op``, then ``body``."""
     module = op_module(op)
     ns, name = op._schema.name.split("::")
-    parts = ["import torch"]
-    parts.append(f"import {module}  # registers {ns}::{name}" if module else
+    registers = (f"import {module}  # registers {ns}::{name}" if module else
                  f"# import the module that registers {ns}::{name} here")
-    parts.append("")
-    parts.append(MAKE_SOURCE.rstrip())
-    parts.append("")
-    parts.append("")
-    parts.append(inputs_source(case, **inputs_options))
-    parts.append("")
-    parts.append("")
-    parts.append(f"op = torch.ops.{ns}.{name}.{op._overloadname}")
-    parts.append("args, kwargs = inputs()")
-    return "\n".join(parts)
+    code = "\n".join([inputs_source(case, **inputs_options), "", "",
+                      f"op = torch.ops.{ns}.{name}.{op._overloadname}", "args, kwargs = inputs()", "", body.strip()])
+    return render_snippet(f"symfuzz opcheck repro: {what} of {ns}::{name}.", code, imports=[registers],
+                          helpers=[(RUNTIME, ["make_input"]), *helpers])
 
 
 def render(check: str, kind: str, op, case: Case, *, grads=frozenset()) -> str:
-    body = _BODIES[check](kind)
     spec = BY_NAME[check]
     options = {}
     if spec.grads != NO_GRADS:
         options["requires_grad"] = grads
     if spec.repro_dtype:
         options["dtype"] = spec.repro_dtype
-    return header(op, case, **options) + "\n" + body.strip() + "\n"
+    helpers = []
+    body = _BODIES[check](kind)
+    if check == INDUCTOR_DYNAMIC.name:
+        helpers = [(RUNTIME, ["compare"]), (_INDUCTOR_CHECK, ["run_collecting", "float64_inputs"])]
+        mutable = sorted(n for n, slot in enumerate(case.template.slots) if slot.mutable)
+        body = f"MUTABLE = {mutable!r}  # the inputs the schema lets the op write to\n" + body
+    return _snippet(op, case, body, f"{check} ({kind})", helpers=helpers, **options)
 
 
 def _schema(kind):
@@ -211,30 +215,27 @@ torch.library.opcheck(op, args, kwargs, test_utils="test_aot_dispatch_dynamic")
 
 
 def _inductor(kind):
-    return f"""
-TOLERANCES = {_TOLERANCES}
-
-def run(fn):
+    return """
+def run(fn, float64=False):
+    \"\"\"(outputs, mutated inputs, input grads) of fresh inputs, as the check runs them.\"\"\"
     args, kwargs = inputs()
-    torch.manual_seed(0)
-    out = fn(*args, **kwargs)
-    leaves = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    outs = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
-    wanted = [t for t in leaves if t.requires_grad]
-    grads = torch.autograd.grad(weighted_sum(outs), wanted) if outs and wanted else ()
-    return out, [t.detach() for t in leaves], grads
+    if float64:
+        args, kwargs = float64_inputs(args, kwargs)
+    return run_collecting(fn, args, kwargs, MUTABLE)
 
-def weighted_sum(outs):  # each element weighed differently, as the check does
-    g = torch.Generator().manual_seed(0)
-    return sum(((torch.rand(o.shape, generator=g, dtype=torch.float64) + 0.5).to(o.device, o.dtype) * o).sum()
-               for o in outs)
+
+def reference():  # the fp64 reference, for outputs that differ from eager only by rounding
+    try:
+        return run(op, float64=True)
+    except Exception:
+        return None
+
 
 compiled = torch.compile(lambda *a, **k: op(*a, **k), backend="inductor", dynamic=True, fullgraph=True)
 expected, actual = run(op), run(compiled)
-for e, c in zip(torch.utils._pytree.tree_leaves(expected), torch.utils._pytree.tree_leaves(actual)):
-    if isinstance(e, torch.Tensor):
-        rtol, atol = TOLERANCES.get(e.dtype, (0, 0))
-        torch.testing.assert_close(c.detach(), e.detach(), rtol=rtol, atol=atol, equal_nan=True)
+diff = compare(expected, actual, reference)  # paths: out[0] outputs, out[1] mutated inputs, out[2] grads
+assert diff is None, f"compiled vs eager: {diff['symptom']} at {diff['path']}: {diff['detail']}"
+print("compiled matches eager")
 """
 
 
@@ -253,5 +254,5 @@ _BODIES = {
 def crash_repro(op, case: Case) -> str:
     """A snippet that calls the real kernel on ``case``: run it in a fresh
     process; the process dies if the kernel crashes on this input."""
-    return (header(op, case) + "\nout = op(*args, **kwargs)  # a kernel crash kills the process here\n"
-            "print('the kernel returned normally on this input')\n")
+    return _snippet(op, case, "out = op(*args, **kwargs)  # a kernel crash kills the process here\n"
+                    "print('the kernel returned normally on this input')", "a kernel crash")

@@ -6,8 +6,12 @@ the backward is traced too, on the sample and on odd sizes.
 
 ``inductor_dynamic`` compiles ``op`` with Inductor and ``dynamic=True`` once,
 then runs it on the sample and on swept sizes and layouts, comparing outputs,
-inputs the op mutates, and gradients with eager. Comparison uses symfuzz's
-dtype-aware tolerances with an fp64 reference (``oracles.standalone.compare``).
+inputs the op mutates, and gradients with eager. It judges with the judging
+function every symfuzz script uses (``fuzz.script_runtime.compare``:
+dtype-aware tolerances, then an fp64 reference), and its repro snippet
+(``opcheck.repro``) inlines ``run_collecting``, ``float64_inputs`` and
+``compare``: the snippet runs and judges the failing input exactly as the
+check did, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import contextlib
 import torch
 import torch.utils._pytree as pytree
 
+from symfuzz.fuzz.script_runtime import compare
 from symfuzz.opcheck.checks.autograd import weighted_sum
 from symfuzz.opcheck.checks.common import Problem, differentiable_outputs, first_line, float_slots, run_real
-from symfuzz.opcheck.inputs import Case
+from symfuzz.opcheck.inputs import Case, copy_exactly
 from symfuzz.opcheck.variants import REJECTED
 
 
@@ -76,8 +81,6 @@ class InductorDynamicCheck:
         return self._compiled
 
     def __call__(self, case: Case):
-        from symfuzz.fuzz.script_runtime import compare
-
         if run_real(self.op, case) is REJECTED:
             return REJECTED
         grads = float_slots(case.template) if self.with_grad else set()
@@ -91,10 +94,7 @@ class InductorDynamicCheck:
                            "succeeded: " + first_line(compiled, 500))
 
         def reference():
-            to64 = {d: "float64" for d in ("float32", "float16", "bfloat16")}
-            if run_real(self.op, case, dtype_map=to64) is REJECTED:
-                return None
-            ref = self.run(self.op, case, grads, dtype_map=to64)
+            ref = self.run(self.op, case, grads, float64=True)
             return None if isinstance(ref, BaseException) else ref
 
         diff = compare(eager, compiled, reference)
@@ -104,26 +104,55 @@ class InductorDynamicCheck:
         kind = "grad-mismatch" if diff["path"].startswith("out[2]") else diff["symptom"]
         return Problem(kind, f"compiled vs eager at {path}: {diff['detail']}")
 
-    def run(self, fn, case: Case, grads: set, dtype_map=None):
-        """(outputs, mutated inputs, input grads), or the exception raised."""
-        args, kwargs = case.build(requires_grad=grads, dtype_map=dtype_map)
-        # The op is opaque to Inductor, so an op that draws random numbers draws the
-        # same ones in eager, compiled and reference runs when each starts here.
-        torch.manual_seed(0)
+    def run(self, fn, case: Case, grads: set, float64: bool = False):
+        """``run_collecting`` on fresh inputs (``float64``: the reference's), or the exception raised."""
+        args, kwargs = case.build(requires_grad=grads)
         try:
-            out = fn(*args, **kwargs)
-            tensors = [t for t in pytree.tree_leaves((tuple(args), dict(kwargs))) if isinstance(t, torch.Tensor)]
-            mutated = [t.detach() for n, t in enumerate(tensors) if n in self.mutable]
-            grad_out = ()
-            diff = [o for o in differentiable_outputs(out) if o.requires_grad]
-            inputs = [t for t in tensors if t.requires_grad]
-            if diff and inputs:
-                grad_out = torch.autograd.grad(weighted_sum(diff), inputs, allow_unused=True)
-                grad_out = tuple(g if g is not None else torch.zeros_like(i) for g, i in zip(grad_out, inputs))
-            out = pytree.tree_map_only(torch.Tensor, lambda t: t.detach(), out)
-            return (out, mutated, list(grad_out))
+            if float64:
+                args, kwargs = float64_inputs(args, kwargs)
+            return run_collecting(fn, args, kwargs, self.mutable)
         except Exception as exc:  # noqa: BLE001 - judged by the caller: eager failing rejects, compiled failing is a finding
             return exc
+
+
+# The check's repro snippet inlines the two functions below (and what they use):
+# keep them torch-only.
+
+
+def run_collecting(fn, args, kwargs, mutable):
+    """(outputs, mutated inputs, input grads) of one call of ``fn``; raises what ``fn`` raises.
+
+    ``mutable``: positions, among the tensor inputs, of those the schema lets
+    the op write to. Grads are of a weighted sum of the outputs that require
+    grad, for the inputs that do (zeros for an input the outputs do not use).
+    """
+    # The op is opaque to Inductor, so an op that draws random numbers draws the
+    # same ones in eager, compiled and reference runs when each starts here.
+    torch.manual_seed(0)
+    out = fn(*args, **kwargs)
+    tensors = [t for t in pytree.tree_leaves((tuple(args), dict(kwargs))) if isinstance(t, torch.Tensor)]
+    mutated = [t.detach() for n, t in enumerate(tensors) if n in mutable]
+    grad_out = ()
+    diff = [o for o in differentiable_outputs(out) if o.requires_grad]
+    inputs = [t for t in tensors if t.requires_grad]
+    if diff and inputs:
+        grad_out = torch.autograd.grad(weighted_sum(diff), inputs, allow_unused=True)
+        grad_out = tuple(g if g is not None else torch.zeros_like(i) for g, i in zip(grad_out, inputs))
+    out = pytree.tree_map_only(torch.Tensor, lambda t: t.detach(), out)
+    return (out, mutated, list(grad_out))
+
+
+def float64_inputs(args, kwargs):
+    """The fp64 reference's inputs: float32, float16 and bfloat16 tensors copied
+    to float64 with the same sizes, strides and requires_grad; others as they are."""
+
+    def widen(t):
+        if t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            return t
+        wide = copy_exactly(t, torch.float64)
+        return wide.requires_grad_() if t.requires_grad else wide
+
+    return pytree.tree_map_only(torch.Tensor, widen, (args, kwargs))
 
 
 def aot_dispatch_dynamic_judge(op, runner, template):
