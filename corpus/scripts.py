@@ -58,11 +58,12 @@ _PROJECT = "symfuzz"
 
 def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defaults: Optional[dict] = None,
             imports: Iterable[str] = ()) -> str:
-    """The head of every script: a docstring (``title``, then ``about``), the
-    environment (``env`` set, ``env_defaults`` set unless already set, before
-    torch is imported), then the imports: json, sys, and the names a program
-    may use (``fuzz.ir.PRELUDE``), then
-    ``imports`` (lines, e.g. the module that registers an op)."""
+    """The head of every script: a docstring (``title``, then ``about``); the
+    environment (``env`` set, ``env_defaults`` set unless already set) before
+    torch is imported; then the imports: json, sys, the standard-library lines
+    of ``imports``, the names a program may use (``fuzz.ir.PRELUDE``: math,
+    torch, F), and the other lines of ``imports`` (e.g. the module that
+    registers an op)."""
     doc = title.strip() + ("\n\n" + about.strip("\n") if about.strip() else "")
     doc = doc.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     lines = ["#!/usr/bin/env python", f'"""{doc}\n"""']
@@ -145,6 +146,8 @@ class Helpers:
 
     def module(self, module) -> "Helpers":
         name, text = _module_source(module)
+        if name in self.sources:
+            raise RuntimeError(f"{name} is pasted already: paste a whole module before any pieces of it")
         lines = text.splitlines()
         dropped = set()
         tree = ast.parse(text)

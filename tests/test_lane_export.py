@@ -96,7 +96,7 @@ def test_size_comparisons_are_recognised():
 
 def test_export_runner_module_is_self_contained():
     """Only stdlib and torch imports, so corpus.scripts can inline its source."""
-    tree = ast.parse((ROOT / "oracles" / "export_runner.py").read_text())
+    tree = ast.parse((ROOT / "oracles" / "lanes" / "export_runner.py").read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             assert node.level == 0 and node.module != "__future__"

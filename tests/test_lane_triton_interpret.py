@@ -1,8 +1,8 @@
-"""The Triton-interpreter lane (oracles/triton_cpu.py) on a CPU-only machine.
+"""The Triton-interpreter lane (oracles/lanes/triton_cpu.py) on a CPU-only machine.
 
 Each check runs in a fresh subprocess: TRITON_INTERPRET must be set before
 triton (or torch._inductor) is imported, which cannot be undone in the pytest
-process.  The subprocess loads oracles/triton_cpu.py by executing its source
+process.  The subprocess loads oracles/lanes/triton_cpu.py by executing its source
 text, the way standalone repro scripts inline it.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = ROOT / "oracles" / "triton_cpu.py"
+MODULE = ROOT / "oracles" / "lanes" / "triton_cpu.py"
 SKIP_RC = 3
 
 PRELUDE = textwrap.dedent(
