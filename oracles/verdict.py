@@ -227,6 +227,10 @@ def evidence_from_json(symptom: Optional[str], data: dict) -> Optional[Evidence]
 
 @dataclass(frozen=True)
 class Verdict:
+    """One oracle's conclusion: pass (``ok``), or a symptom at a stage, at a call
+    (None: not tied to one), with the signature that names the bug and, in
+    ``evidence``, the facts of the symptom's family."""
+
     ok: bool
     oracle: str
     symptom: Optional[str] = None
