@@ -11,17 +11,17 @@ and must stay cheap. The API is loaded on first use.
 """
 
 from symfuzz.opcheck.checklist import CHECKS  # the table of checks: no torch
+from symfuzz.opcheck.report import Report
 
 __all__ = ["CHECKS", "Report", "check"]
 
 
 def __getattr__(name):
     if name == "check":
+        # deferred: the API imports torch, and the pytest plugin loads this package without it
         from symfuzz.opcheck.api import check
 
         return check
     if name == "Report":
-        from symfuzz.opcheck.report import Report
-
         return Report
     raise AttributeError(f"module 'symfuzz.opcheck' has no attribute {name!r}")

@@ -5,9 +5,18 @@ from __future__ import annotations
 import time
 
 import torch
+import torch.utils._pytree as pytree
 
 from symfuzz.opcheck.checklist import ALL_GRADS, AUTOGRAD_REGISTRATION, BY_NAME, CHECKS, CheckSpec, check_names
-from symfuzz.opcheck.checks.common import (OpCheckUsageError, Problem, first_line, float_slots, make_template, op_name, resolve_op)
+from symfuzz.opcheck.checks.common import (
+    OpCheckUsageError,
+    Problem,
+    first_line,
+    float_slots,
+    make_template,
+    op_name,
+    resolve_op,
+)
 from symfuzz.opcheck.checks.fake import DataDependence
 from symfuzz.opcheck.contracts import assign as assign_contracts
 from symfuzz.opcheck.inputs import Template
@@ -73,8 +82,6 @@ def sample_templates(op, pairs, fixed=None):
     Each template knows its sample's index, the sizes of the kernel's outputs on
     it (a tie the contracts read) and its contracts (``opcheck.contracts``).
     """
-    import torch.utils._pytree as pytree
-
     templates, error = [], ""
     for n, (args, kwargs) in enumerate(pairs):
         template = make_template(op, args, kwargs)

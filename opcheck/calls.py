@@ -18,12 +18,16 @@ import base64
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
+import torch.utils._pytree as pytree
+from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 from torch.overrides import TorchFunctionMode
 
 from symfuzz.corpus.atomic import write_text
+from symfuzz.opcheck.inputs import copy_exactly
 
 FORMAT_VERSION = 1
 MAX_STORED_ELEMENTS = 1 << 20
@@ -148,8 +152,6 @@ def decode_call(data: dict) -> OpCall:
 
 def stored_exactly(call: OpCall) -> bool:
     """Does the calls file hold this call's tensors value for value?"""
-    import torch.utils._pytree as pytree
-
     leaves = pytree.tree_leaves((tuple(call.args), dict(call.kwargs)))
     return all(t.numel() <= MAX_STORED_ELEMENTS for t in leaves if isinstance(t, torch.Tensor))
 
@@ -251,8 +253,6 @@ def _overload_name(func, args, kwargs) -> str | None:
 
 def _copy(value):
     if isinstance(value, torch.Tensor):
-        from symfuzz.opcheck.inputs import copy_exactly
-
         out = copy_exactly(value)
         return out.requires_grad_() if value.requires_grad else out
     if isinstance(value, (list, tuple)):
@@ -291,11 +291,9 @@ def is_real_call(args, kwargs, caller_depth: int = 2) -> bool:
     """
     if torch._C._len_torch_dispatch_stack() or torch.compiler.is_compiling():
         return False
-    from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
     if is_fx_symbolic_tracing():
         return False
-    import torch.utils._pytree as pytree
 
     for leaf in pytree.tree_leaves((tuple(args), dict(kwargs))):
         if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -315,8 +313,6 @@ def _holds_data(t: torch.Tensor) -> bool:
 
 def _called_from_torch(depth: int) -> bool:
     """Is the nearest caller, past the op-call plumbing, a file of the torch package?"""
-    import sys
-
     frame = sys._getframe(depth)
     while frame is not None and os.path.abspath(frame.f_code.co_filename) in _OP_CALL_PLUMBING:
         frame = frame.f_back

@@ -22,6 +22,9 @@ import sys
 from pathlib import Path
 
 from symfuzz.opcheck.checklist import CHECKS, SPECS, check_names
+from symfuzz.opcheck.contracts import parse_fixed
+from symfuzz.opcheck.runner import Task, run_ops
+from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -79,10 +82,9 @@ def cmd_opcheck(args) -> int:
 
 
 def _run(args) -> int:
+    # deferred: these import torch, and the symfuzz CLI builds its parser from this module without it
     from symfuzz.opcheck.calls import CallsFileError, read_calls, read_header
     from symfuzz.opcheck.checks.common import OpCheckUsageError, op_name, resolve_op
-    from symfuzz.opcheck.runner import Task, run_ops
-    from symfuzz.opcheck.store import StoreError, XfailStore, apply_results
 
     if args.accept and args.store is None:
         raise OpcheckUsage("--accept needs --store PATH (the file to rewrite)")
@@ -136,9 +138,6 @@ def _run(args) -> int:
         except StoreError as exc:
             raise OpcheckUsage(str(exc)) from None
 
-    from symfuzz.opcheck.contracts import parse_fixed
-    from symfuzz.opcheck.store import normalize_op
-
     try:
         fixed = parse_fixed(args.fixed)
     except ValueError as exc:
@@ -168,6 +167,7 @@ def _run(args) -> int:
 
 
 def _ops_in_namespace(ns: str) -> list[str]:
+    # deferred: see _run
     import torch
 
     names = []
@@ -178,8 +178,6 @@ def _ops_in_namespace(ns: str) -> list[str]:
 
 
 def _summarize(reports, store, args, apply_results) -> int:
-    from symfuzz.opcheck.store import XfailStore
-
     expected = store if store is not None else XfailStore("(no store: every failure is unexpected)")
     unexpected = 0
     results = []

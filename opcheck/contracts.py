@@ -73,6 +73,7 @@ def _numel(shape) -> int:
 
 
 def _paths(template):
+    # deferred: the plugin parses --opcheck-fixed through this module, and must not import torch
     import torch.utils._pytree as pytree
 
     leaves, _ = pytree.tree_flatten_with_path((template.args, template.kwargs))

@@ -81,6 +81,7 @@ def _probe(task, op, last, variant, confirm, tmp, deadline):
 
 
 def _probe_main(probe_path: str, events_path: str) -> int:
+    # deferred: the parent imports this module for its constants without torch; only the probe child checks
     from symfuzz.opcheck.api import _normalize_samples, sample_templates
     from symfuzz.opcheck.checks.common import resolve_op, run_real
     from symfuzz.opcheck.repro import crash_repro

@@ -33,6 +33,7 @@ import json
 import os
 import sys
 import time
+import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -386,8 +387,6 @@ class OpcheckSession:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # symfuzz failed: not green, and the note says why
 
     def _internal_failure(self, exc: Exception) -> None:
-        import traceback
-
         self.internal_error = (f"symfuzz opcheck could not finish ({type(exc).__name__}: {exc}); if this is not "
                                "your environment (a read-only folder, a full disk), it is a symfuzz bug: please "
                                "report it with this traceback:\n" + traceback.format_exc())
@@ -403,6 +402,7 @@ class OpcheckSession:
         if not self.calls:
             self.calls_path.unlink(missing_ok=True)  # the file describes this run: no stale calls
             return
+        # deferred: the recorder imports torch, and this plugin loads in every pytest run
         from symfuzz.opcheck.calls import encode_call, stored_exactly, write_calls
         from symfuzz.opcheck.provenance import provenance, registrations
 
@@ -470,6 +470,7 @@ class OpcheckSession:
         """
         if not self.calls:
             return
+        # deferred: these import torch (see above)
         from symfuzz.opcheck.calls import read_header
         from symfuzz.opcheck.report import Report
         from symfuzz.opcheck.runner import ChildImportError, Task, run_ops
@@ -527,6 +528,7 @@ class OpcheckSession:
                         "--opcheck-in-process checks it in this process, without crash isolation")))
 
     def _check_in_process(self, op, calls, out, fixed=None):
+        # deferred: these import torch (see above)
         from symfuzz.opcheck.api import check
         from symfuzz.opcheck.checks.common import OpCheckUsageError
         from symfuzz.opcheck.report import Report

@@ -53,6 +53,7 @@ def registrations(qualname: str) -> dict:
     keys = sorted(set(_KERNEL_LINE.findall(dump)))
     fake = False
     try:
+        # private torch API: looked up at use, inside try, so a torch that moved it degrades
         from torch._library.simple_registry import singleton
 
         fake = getattr(singleton.find(qualname).fake_impl, "kernel", None) is not None
@@ -74,6 +75,7 @@ def registering_files(qualname: str) -> list[str]:
     """Python files that registered a piece of the op, per torch's records."""
     files = []
     try:
+        # private torch API: looked up at use, inside try, so a torch that moved it degrades
         from torch._library.custom_ops import OPDEFS
 
         opdef = OPDEFS.get(qualname)
@@ -85,6 +87,7 @@ def registering_files(qualname: str) -> list[str]:
                *getattr(opdef, "_backend_fns", {}).values()]
         files += [_code_file(fn) for fn in fns]
     try:
+        # private torch API: looked up at use, inside try, so a torch that moved it degrades
         from torch._library.simple_registry import singleton
 
         source = getattr(getattr(singleton.find(qualname).fake_impl, "kernel", None), "source", "") or ""

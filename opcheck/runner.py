@@ -28,7 +28,9 @@ import sys
 import tempfile
 import time
 
+from symfuzz.corpus.replay import resident_mb
 from symfuzz.opcheck.checklist import CHECKS
+from symfuzz.opcheck.crashes import SHRINK_SECONDS, shrink_crash
 from symfuzz.opcheck.report import CheckResult, Failure, Report
 from symfuzz.opcheck.task import Task, event_writer, kill_group, load_task, recorded_samples, schema_samples
 
@@ -40,6 +42,7 @@ class ChildImportError(Exception):
 def op_timeout(task: Task) -> float:
     """How long one op may take before its child is killed as hung: the
     budget bounds the search, not one kernel call or the first compile."""
+    # deferred: the API imports torch, and the plugin's process imports this module without it
     from symfuzz.opcheck.api import DEFAULT_BUDGET
 
     if task.timeout is not None:
@@ -114,8 +117,6 @@ def _probe_crash(task: Task, report: Report, last: dict) -> None:
     """Call the real kernel alone on the crashing input, in probe processes:
     a kernel crash is confirmed (and its input shrunk), or the blame moves to
     the check's machinery (opcheck.crashes)."""
-    from symfuzz.opcheck.crashes import SHRINK_SECONDS, shrink_crash
-
     failure = report.results[last["check"]].failures[0]
     # Not tied to the budget: each probe pays a process start, and a crash is worth confirming.
     found = shrink_crash(task, report.op, last, seconds=SHRINK_SECONDS)
@@ -139,8 +140,6 @@ def _run_child(task_path, out_path, timeout, reports, on_start, on_report, memor
 
 
 def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, memory_limit_mb):
-    from symfuzz.corpus.replay import resident_mb
-
     child = subprocess.Popen([sys.executable, "-m", "symfuzz.opcheck.runner", task_path, out_path],
                              stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
     state = {"current": None, "since": time.monotonic(), "last_input": None, "done": {}}
@@ -229,6 +228,7 @@ def _death(code, stderr) -> dict:
 
 
 def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[Report]:
+    # deferred: torch, in the checking child only (see DEFAULT_BUDGET above)
     from symfuzz.opcheck.api import check
     from symfuzz.opcheck.checks.common import OpCheckUsageError
 
@@ -271,6 +271,7 @@ def _not_rebuilt(task: Task, op: str) -> str:
     expected = task.registrations.get(op)
     if not expected:
         return ""
+    # deferred: imports torch (see DEFAULT_BUDGET above)
     from symfuzz.opcheck.provenance import missing_registrations
 
     return ", ".join(missing_registrations(expected, op.split(".")[0]))

@@ -8,6 +8,7 @@ rebuild the ops exactly as the session had them.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import signal
 import sys
@@ -43,6 +44,7 @@ def load_task(task: Task, emit=None) -> list[str]:
 
     def load(kind, name):
         if kind == "library":
+            # deferred: the plugin's process reads tasks without torch; only the checking child loads ops
             import torch
 
             if name not in getattr(torch.ops, "loaded_libraries", ()):
@@ -69,6 +71,7 @@ def load_task(task: Task, emit=None) -> list[str]:
 
 def schema_samples(op: str) -> list:
     """A sample made from the schema, for an op nobody recorded a call of."""
+    # deferred: these import torch (see load above)
     from symfuzz.opcheck.checks.common import resolve_op
     from symfuzz.opcheck.schema_samples import sample_from_schema
 
@@ -78,6 +81,7 @@ def schema_samples(op: str) -> list:
 def recorded_samples(task: Task) -> dict:
     if not task.calls_file:
         return {}
+    # deferred: imports torch (see load above)
     from symfuzz.opcheck.calls import read_calls
 
     out: dict = {}
@@ -100,8 +104,6 @@ def event_writer(path):
     channel to its parent. Each line is written before the kernel runs, so a
     crash can say which input did it. Unsynced lines survive the process dying
     (the OS has them); only a machine crash would lose them."""
-    import json
-
     def emit(event, sync=True):
         with open(path, "a") as f:
             f.write(json.dumps(event) + "\n")

@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, Phase, configuration, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
@@ -324,8 +324,6 @@ def _hypothesis_home():
     """Hypothesis caches what it learns about source files under ./.hypothesis;
     an opcheck run must not leave that in the user's working directory. A home
     the user configured is left alone."""
-    from hypothesis import configuration
-
     # Hypothesis fills in its default (./.hypothesis) on first use, so "not
     # configured" is either unset or that default.
     current = getattr(configuration, "__hypothesis_home_directory", None)

@@ -14,6 +14,7 @@ inputs of the swept shapes.
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 from torch.autograd.gradcheck import GradcheckError
 from torch.testing._internal.optests.autograd_registration import (
     autograd_registration_check,
@@ -77,8 +78,6 @@ class AutogradRegistrationCheck(_OnFloatInputs):
 
 
 def _tensors(args, kwargs):
-    import torch.utils._pytree as pytree
-
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs))) if isinstance(x, torch.Tensor)]
 
 
@@ -102,7 +101,6 @@ class GradientCheck(_OnFloatInputs):
         diff_inputs = [t for t in flat if t.requires_grad]
         if not diff_inputs:
             return None
-        import torch.utils._pytree as pytree
 
         leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
         slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor) and leaf.requires_grad]

@@ -19,6 +19,7 @@ import re
 import sympy
 import torch
 import torch.utils._pytree as pytree
+from torch._dynamo.source import LocalSource
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import (
     DimDynamic,
@@ -26,6 +27,7 @@ from torch.fx.experimental.symbolic_shapes import (
     StatelessSymbolicContext,
     free_unbacked_symbols,
 )
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from symfuzz.opcheck.checklist import FAKETENSOR
 from symfuzz.opcheck.checks.common import Problem, first_line, run_real, tensor_leaves
@@ -41,8 +43,6 @@ _NO_FAKE = re.compile(r"no fake impl|no abstract impl|UnsupportedOperatorExcepti
 
 
 def _source(n: int):
-    from torch._dynamo.source import LocalSource
-
     return LocalSource(f"x{n}")
 
 
@@ -105,8 +105,6 @@ def _value(s):
 
 
 def _storage(t):
-    from torch.multiprocessing.reductions import StorageWeakRef
-
     return StorageWeakRef(t.untyped_storage())
 
 
