@@ -260,8 +260,8 @@ def test_a_few_internal_errors_still_end_with_exit_3(tmp_path):
 
 def test_a_canary_that_hangs_is_stopped_at_the_case_timeout(tmp_path):
     out = tmp_path / "out"
-    hang = ('import sys\nif "symfuzz.worker" in sys.orig_argv:\n    import time\n    import fuzz.canary\n'
-            '    fuzz.canary.canary_case = lambda: time.sleep(3600)\n')
+    hang = ('import sys\nif "symfuzz.worker" in sys.orig_argv:\n    import time\n    import symfuzz.canary\n'
+            '    symfuzz.canary.canary_case = lambda: time.sleep(3600)\n')
     proc, seconds = symfuzz(["--lane", "eager", "--jobs", "1", "--budget", "5m", "--case-timeout", "5s",
                              "--out", str(out)], _env_with_sitecustomize(tmp_path, hang))
     assert proc.returncode == 3, proc.stdout + proc.stderr
