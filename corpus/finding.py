@@ -6,6 +6,7 @@ import functools
 import platform
 import sys
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Optional
 
 from symfuzz.oracles.verdict import Verdict
@@ -25,6 +26,7 @@ def _environment() -> dict:
     # Computed once per process: the campaign loop asks for it every few seconds.
     env = {"python": sys.version.split()[0], "platform": platform.platform()}
     try:
+        # optional here: a finding records which versions ran, whatever is installed
         import torch
 
         env["torch"] = torch.__version__
@@ -32,14 +34,13 @@ def _environment() -> dict:
     except ImportError:
         env["torch"] = None
     try:
+        # optional: triton is only needed by some lanes
         import triton
 
         env["triton"] = triton.__version__
     except ImportError:
         env["triton"] = None
     try:
-        from importlib.metadata import version
-
         env["symfuzz"] = version("symfuzz")
     except Exception:  # noqa: BLE001 - running from a checkout
         env["symfuzz"] = None

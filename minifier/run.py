@@ -7,8 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from symfuzz.corpus.store import load_findings
+from symfuzz.minifier.case_passes import CASE_PASSES
+from symfuzz.minifier.case_subject import CaseSubject
 from symfuzz.minifier.criteria import AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
 from symfuzz.minifier.driver import Criterion, Driver, OriginalDoesNotFail, Result
+from symfuzz.minifier.script import ScriptError, prepare_script
 from symfuzz.oracles.verdict import Died, Hung
 
 
@@ -73,11 +77,6 @@ def finding_failure_id(finding) -> str:
 
 
 def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
-    from symfuzz.corpus.store import load_findings
-
-    from symfuzz.minifier.case_passes import CASE_PASSES
-    from symfuzz.minifier.case_subject import CaseSubject
-
     try:
         findings = load_findings(path)
     except ValueError as exc:
@@ -98,8 +97,6 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
 
 
 def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
-    from symfuzz.minifier.script import ScriptError, prepare_script
-
     work, repro = _paths(options, path.with_name(path.stem + ".minified"))
     timeout = options.query_timeout or 300.0
     criterion = _criterion(options, SameAsOriginal())  # before the capture: a bad --match fails at once

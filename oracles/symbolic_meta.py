@@ -83,6 +83,10 @@ needs symfuzz's IR (``stride_checked``) is computed here and handed to it
 
 from __future__ import annotations
 
+import re
+
+from symfuzz.fuzz.ir import BranchNode, OpNode, render_node
+from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE, load_function
 from symfuzz.oracles.symbolic_trace import (  # noqa: F401 - the tracing and comparison, torch-only (inlined into repros)
     DIM_DYNAMIC,
     FX_FLAGS,
@@ -134,10 +138,6 @@ def stride_checked(program, ops=None, fresh=None) -> set:
     only. A branch result is checked when both arms are plain names of
     checked values.
     """
-    import re
-
-    from symfuzz.fuzz.ir import BranchNode, OpNode, render_node
-
     allowed = STRIDE_OPS if ops is None else ops
     fresh = FRESH_OPS if fresh is None else fresh
     checked = {i.name for i in program.inputs}
@@ -181,8 +181,6 @@ def stride_paths(program) -> set:
 
 def trace_symbolic(source: str, call: dict, config: dict | None = None):
     """``symbolic_trace.trace_symbolic`` with the globals programs run with."""
-    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
-
     return _trace_symbolic(source, call, config, prelude=PROGRAM_GLOBALS_SOURCE)
 
 
@@ -198,8 +196,6 @@ def symbolic_metadata_oracle(case, run) -> Verdict:
     Passes, with the reason in ``evidence``, when the program cannot be traced
     symbolically.
     """
-    from symfuzz.oracles.lanes.execute import load_function
-
     # The run's own case, when it has one, also holds calls planned during the run.
     ran = getattr(run, "case", None) or case
     calls = [c.to_json() for c in ran.schedule.calls]

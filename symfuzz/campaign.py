@@ -41,15 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from symfuzz.canary import canary_failure
 from symfuzz.corpus.atomic import append_line, write_json
 from symfuzz.corpus.finding import Finding, environment
 from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
 from symfuzz.corpus.store import FindingStore
+from symfuzz.health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
+from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
 from symfuzz.oracles.lanes.lane import Lane
 from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdict
-
-from symfuzz.canary import canary_failure
-from symfuzz.health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
 from symfuzz.progress import Progress
 
 
@@ -382,6 +382,7 @@ class Campaign:
                     self.flaky.add(twin)
 
     def death_finding(self, worker: Worker, returncode: Optional[int]) -> Optional[Finding]:
+        # deferred: the runtime imports torch, which the campaign's own process does not need
         from symfuzz.fuzz.script_runtime import signature
 
         if worker.judged:
@@ -554,8 +555,6 @@ class Campaign:
 
     def _minify_findings(self, start: float) -> None:
         """Shrink each confirmed finding (after fuzzing: minifying needs the CPU the workers had)."""
-        from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
-
         cfg = self.config
         for sig in sorted(self.confirmed):
             folder = self.out / "findings" / sig

@@ -7,6 +7,16 @@ import re
 import sys
 from pathlib import Path
 
+from symfuzz.campaign import Campaign, CampaignConfig, CampaignError
+from symfuzz.corpus.replay import replay_finding
+from symfuzz.corpus.store import load_findings
+from symfuzz.fuzz.specs import all_specs
+from symfuzz.minifier.driver import format_report
+from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
+from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
+from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
+from symfuzz.oracles.lanes.lane import LANES, get_lane
+
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 FUZZ_EXIT_CODES = """\
@@ -101,8 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("path", type=Path, help="a finding folder, a finding.json, or a folder of findings")
     replay.add_argument("--timeout", type=duration, default=600.0, help="per finding (default 10m)")
 
-    from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
-
     add_opcheck_parser(sub, duration)
     return parser
 
@@ -130,14 +138,10 @@ def main(argv=None) -> int:
 
 
 def cmd_opcheck(args) -> int:
-    from symfuzz.opcheck.cli import cmd_opcheck as run
-
-    return run(args)
+    return run_opcheck(args)
 
 
 def _lane(name: str):
-    from symfuzz.oracles.lanes.lane import get_lane
-
     try:
         lane = get_lane(name)
     except KeyError as exc:
@@ -149,8 +153,6 @@ def _lane(name: str):
 
 
 def cmd_lanes(args) -> int:
-    from symfuzz.oracles.lanes.lane import LANES
-
     rows = []
     for lane in LANES.values():
         reason = lane.unavailable_reason()
@@ -163,8 +165,6 @@ def cmd_lanes(args) -> int:
 
 
 def cmd_ops(args) -> int:
-    from symfuzz.fuzz.specs import all_specs
-
     by_family: dict[str, list[str]] = {}
     for spec in all_specs():
         by_family.setdefault(spec.family, []).append(spec.name)
@@ -175,8 +175,6 @@ def cmd_ops(args) -> int:
 
 
 def cmd_fuzz(args) -> int:
-    from symfuzz.campaign import Campaign, CampaignConfig, CampaignError
-
     lane = _lane(args.lane)
     if args.budget <= 0:
         raise UsageError("--budget must be positive")
@@ -187,8 +185,6 @@ def cmd_fuzz(args) -> int:
     gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation,
                   "guard_planning": not args.no_guard_planning}
     if args.ops:
-        from symfuzz.fuzz.specs import all_specs
-
         names = [n.strip() for n in args.ops.split(",") if n.strip()]
         known = {s.name for s in all_specs()}
         unknown = [n for n in names if n not in known]
@@ -287,9 +283,6 @@ def print_internal_errors(stats: dict, out: Path, shown: int = 5) -> None:
 
 
 def cmd_replay(args) -> int:
-    from symfuzz.corpus.replay import replay_finding
-    from symfuzz.corpus.store import load_findings
-
     if not args.path.exists():
         raise UsageError(f"{args.path} does not exist")
     try:
@@ -313,9 +306,6 @@ def cmd_replay(args) -> int:
 
 
 def cmd_minify(args) -> int:
-    from symfuzz.minifier.driver import format_report
-    from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
-
     if args.budget <= 0:
         raise UsageError("--budget must be positive")
     script_args = args.script_args

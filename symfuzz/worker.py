@@ -24,6 +24,10 @@ import time
 import traceback
 from dataclasses import replace
 
+from symfuzz.canary import canary_case
+from symfuzz.fuzz.drawing import generate
+from symfuzz.oracles.lanes.lane import get_lane, prepare_process
+
 
 def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=True) -> dict:
     """Execute, judge and (on failure) triage one case; returns the result message body.
@@ -32,6 +36,7 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
     (``oracles.guards``); ``on_plan(case)`` hears the extended case before
     they run, and the result carries it as ``case``.
     """
+    # deferred: these import torch, which waits until prepare_process has set the lane's environment
     from symfuzz.fuzz import script_runtime
     from symfuzz.oracles.lanes.execute import execute
     from symfuzz.oracles.registry import judge
@@ -96,8 +101,6 @@ def run_canary(lane) -> dict:
     """The canary case (``fuzz.canary``) through ``run_case``, as generated cases
     go, without guard-directed calls: the canary is a fixed schedule, so it does
     not depend on which guards this torch installs. Returns the "canary" event."""
-    from symfuzz.canary import canary_case
-
     t0 = time.perf_counter()
     try:
         result = run_case(canary_case(), lane, plan=False)
@@ -109,8 +112,6 @@ def run_canary(lane) -> dict:
 
 def run_generated(index: int, seed: int, config, lane, send) -> None:
     """Generate case ``index``, run it, and send its "started" and "result" events."""
-    from symfuzz.fuzz.drawing import generate
-
     t0 = time.perf_counter()
     try:
         case = generate(seed, index, config)
@@ -149,12 +150,12 @@ def main(argv=None) -> int:
         protocol.write(json.dumps(message, default=str) + "\n")
         protocol.flush()
 
-    from symfuzz.oracles.lanes.lane import get_lane, prepare_process
-
     lane = get_lane(args.lane)
     prepare_process(lane)
+    # after prepare_process: see run_case
     import torch
 
+    # imports torch (see above)
     from symfuzz.fuzz.generate import GenConfig
 
     config = GenConfig(**json.loads(args.gen_config))

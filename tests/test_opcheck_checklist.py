@@ -10,6 +10,7 @@ from opcheck_ops import buggy  # noqa: F401 - registers symfuzz_buggy::cube
 
 from symfuzz.cli import main
 from symfuzz.opcheck import api, checklist, plugin, runner, store
+from symfuzz.opcheck import cli as opcheck_cli
 from symfuzz.opcheck.checklist import CHECKS, SPECS
 
 OPCHECK = ROOT / "opcheck"
@@ -82,7 +83,7 @@ def test_the_store_knows_exactly_the_tables_checks():
 
 def test_the_cli_takes_exactly_the_tables_checks(capsys, monkeypatch):
     tasks = []
-    monkeypatch.setattr(runner, "run_ops", lambda task, **kwargs: tasks.append(task) or [])
+    monkeypatch.setattr(opcheck_cli, "run_ops", lambda task, **kwargs: tasks.append(task) or [])
     for given, wanted in [(",".join(reversed(CHECKS)), list(CHECKS)), ("test_gradient", ["gradient"])]:
         assert main(["opcheck", "symfuzz_buggy::cube", "--checks", given, "--quiet"]) == 0
         assert tasks.pop().checks == wanted
