@@ -9,7 +9,7 @@ from conftest import ROOT
 from opcheck_ops import buggy  # noqa: F401 - registers symfuzz_buggy::cube
 
 from symfuzz.cli import main
-from symfuzz.opcheck import api, checklist, plugin, runner, store
+from symfuzz.opcheck import api, checklist, plugin, store
 from symfuzz.opcheck import cli as opcheck_cli
 from symfuzz.opcheck.checklist import CHECKS, SPECS
 
