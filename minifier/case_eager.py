@@ -23,6 +23,7 @@ def _values_at(program_json: str, call_json: str) -> dict:
     # parent process loads torch only once a pass asks for eager facts.
     import torch
 
+    # Deferred with torch (both import it).
     from symfuzz.fuzz.script_runtime import make_args
     from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
 
