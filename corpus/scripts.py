@@ -405,7 +405,6 @@ def _calls_json(case) -> str:
 
 def _render_symbolic_repro(finding, case) -> str:
     # Deferred, as in render_repro: the oracles' imports are for fuzz findings only.
-    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE  # (deferred: see above)
     from symfuzz.oracles.symbolic_meta import stride_paths  # (deferred: see above)
 
     verdict, lane = finding.verdict, finding.lane
@@ -421,7 +420,7 @@ def _render_symbolic_repro(finding, case) -> str:
     body = _SYMBOLIC_BODY.format(
         source=case.source,
         source_literal=repr(case.source),
-        program_globals=PROGRAM_GLOBALS_SOURCE,
+        program_globals=PROGRAM_GLOBALS,
         calls=_calls_json(case),
         output_ops=json.dumps(case.output_ops()),
         device=lane.get("device", "cpu"),

@@ -180,6 +180,7 @@ def make_compiled_args(call, device="cpu"):
 
 
 def _config_modules():
+    # private torch API, looked up at use: a torch that moved it fails this one step, not the script
     import torch._dynamo.config as dynamo_config
     import torch.fx.experimental._config as fx_config
 
@@ -528,6 +529,7 @@ def judge_call(eager, compiled, reference=None, context=None):
 def frame_count():
     """Frames Dynamo has tried to compile in this process (-1 if unknown)."""
     try:
+        # private torch API, looked up at use: a torch that moved it fails this one step, not the script
         from torch._dynamo.utils import counters
 
         return int(counters["frames"]["total"])
@@ -542,6 +544,7 @@ def cache_entries(fn):
     frames; only this count says whether ``fn`` itself recompiled.
     """
     try:
+        # private torch API, looked up at use: a torch that moved it fails this one step, not the script
         from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
         return len(_debug_get_cache_entry_list(fn.__code__))
@@ -552,6 +555,7 @@ def cache_entries(fn):
 def graph_count():
     """Graphs Dynamo has compiled in this process so far (-1 if unknown)."""
     try:
+        # private torch API, looked up at use: a torch that moved it fails this one step, not the script
         from torch._dynamo.utils import counters
 
         return int(counters["stats"]["unique_graphs"])
@@ -591,6 +595,7 @@ def run_schedule(fn, compiled, calls, device="cpu", on_call=None, before_call=No
 def recompile_reason(fn):
     """The newest guard failure Dynamo recorded for ``fn`` (normalized), or ""."""
     try:
+        # private torch API, looked up at use: a torch that moved it fails this one step, not the script
         from torch._dynamo.utils import guard_failures
 
         reasons = guard_failures.get(fn.__code__) or []

@@ -27,9 +27,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import json
+import keyword
 import math
 import os
+import re
+import runpy
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -130,6 +134,7 @@ _STATE: dict = {}
 
 def install(folder: str, accuracy: bool) -> None:
     """Hook Dynamo's backend call, and count torch.compile calls."""
+    # torch waits for the user's script (module docstring)
     import torch
     import torch._dynamo
     from torch._dynamo import output_graph
@@ -151,11 +156,13 @@ def install(folder: str, accuracy: bool) -> None:
 
 
 def _known_backends() -> set:
+    # torch waits for the user's script (module docstring)
     import torch._dynamo
 
     try:
         names = set(torch._dynamo.list_backends(exclude_tags=()))
     except Exception:  # noqa: BLE001 - a replaced backend without tags; read the registry itself
+        # torch waits for the user's script (module docstring)
         from torch._dynamo.backends import registry
 
         registry._lazy_import()
@@ -182,8 +189,6 @@ def _counting(original, recorder):
 
 def run_script(script: str) -> None:
     """Run the user's script as ``__main__``; record how it ended, then end the same way."""
-    import runpy
-
     recorder = _STATE["recorder"]
     recorder.write_script_state("running")
     try:
@@ -227,6 +232,7 @@ class Recorder:
 
     def compile(self, original, output_graph, gm, example_inputs):
         """Record the graph, call the real backend, record how it went."""
+        # torch waits for the user's script (module docstring)
         from torch._dynamo.exc import RestartAnalysis, SkipFrame, Unsupported
 
         record = self.describe(output_graph, gm, example_inputs)
@@ -255,6 +261,7 @@ class Recorder:
 
     def describe(self, output_graph, gm, example_inputs) -> dict:
         """The record of one graph, written before the backend sees it."""
+        # torch waits for the user's script (module docstring)
         import torch
 
         index = self.count
@@ -316,8 +323,6 @@ class Recorder:
 
     def _standalone(self):
         if self.standalone is None:
-            import importlib.util
-
             path = Path(importlib.util.find_spec("symfuzz.fuzz.script_runtime").origin)
             spec = importlib.util.spec_from_file_location("_symfuzz_standalone", path)
             module = importlib.util.module_from_spec(spec)
@@ -334,6 +339,7 @@ class Recorder:
 
 def _copy_graph_module(gm):
     """An eager copy of the Dynamo graph: Inductor's pre-grad passes edit ``gm`` in place."""
+    # torch waits for the user's script (module docstring)
     import torch
 
     graph = torch.fx.Graph()
@@ -343,6 +349,7 @@ def _copy_graph_module(gm):
 
 
 def _clone_args(args):
+    # torch waits for the user's script (module docstring)
     import torch
 
     return [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
@@ -448,6 +455,7 @@ class _GraphDescriber:
 
     def _collect_symbols(self, placeholders) -> None:
         """Symbol values: the real size at each tensor dim whose fake size is a plain symbol."""
+        # torch waits for the user's script (module docstring)
         import sympy
         import torch
 
@@ -460,6 +468,7 @@ class _GraphDescriber:
                     self.symbols.setdefault(str(size.node.expr), int(actual))
 
     def _placeholder(self, node, real, position: int) -> list[dict]:
+        # torch waits for the user's script (module docstring)
         import torch
 
         fake = node.meta.get("example_value")
@@ -475,6 +484,7 @@ class _GraphDescriber:
 
     def _size_placeholder(self, node, real, position: int, placed: list) -> list[dict]:
         """A SymInt input, derived in the repro as ``x.size(d)`` of a tensor input with that symbol."""
+        # torch waits for the user's script (module docstring)
         import sympy
         import torch
 
@@ -499,6 +509,7 @@ class _GraphDescriber:
     def _tensor_input(self, name: str, real, dims: list, index: int) -> dict:
         values = None
         if real.numel() <= SAVE_VALUES_LIMIT and real.device.type == "cpu":
+            # torch waits for the user's script (module docstring)
             import torch
 
             path = Path(f"{self.stem}-in{index}.pt")
@@ -511,6 +522,7 @@ class _GraphDescriber:
 
     def _constant(self, node) -> None:
         """A tensor attribute (get_attr) becomes one more input with its saved value."""
+        # torch waits for the user's script (module docstring)
         import torch
 
         value = self.gm
@@ -538,6 +550,7 @@ class _GraphDescriber:
 
     def encode(self, value):
         """A node argument as JSON; node references as {"$node": name}."""
+        # torch waits for the user's script (module docstring)
         import torch
 
         if isinstance(value, torch.fx.Node):  # a get_attr node is an input of the same name
@@ -565,6 +578,7 @@ class _GraphDescriber:
 
     def describe_value(self, value):
         """A node's example value: tensor metadata with symbolic dims as expressions."""
+        # torch waits for the user's script (module docstring)
         import torch
 
         if isinstance(value, torch.Tensor):
@@ -586,6 +600,7 @@ class _GraphDescriber:
         Only integer polynomials in symbols the inputs define are kept
         symbolic; anything else (FloorDiv, unbacked symbols) becomes its hint.
         """
+        # torch waits for the user's script (module docstring)
         import sympy
         import torch
 
@@ -608,9 +623,6 @@ def readable_names(names: list[str], inputs: set[str]) -> dict[str, str]:
     (``l_self_modules_blocks_modules_0_modules_up_parameters_weight_`` ->
     ``blocks_0_up_weight``, ``l_x_`` -> ``x``), unique, valid, and clear of
     the names the repro itself uses."""
-    import keyword
-    import re
-
     taken = set(names) | RESERVED_NAMES
     out = {}
     for name in names:
@@ -628,6 +640,7 @@ def readable_names(names: list[str], inputs: set[str]) -> dict[str, str]:
 
 
 def _is_size(node, real) -> bool:
+    # torch waits for the user's script (module docstring)
     import torch
 
     return isinstance(node.meta.get("example_value"), torch.SymInt) or isinstance(real, torch.SymInt)
@@ -635,6 +648,7 @@ def _is_size(node, real) -> bool:
 
 def _hint(size) -> int:
     try:
+        # torch waits for the user's script (module docstring)
         from torch.fx.experimental.symbolic_shapes import optimization_hint
 
         return int(optimization_hint(size, fallback=8))
@@ -654,6 +668,7 @@ def qualified_name(target) -> Optional[str]:
     FX's own naming is tried first (it knows torch's builtins and op
     overloads); the name is kept only if importing it gives the same object.
     """
+    # torch waits for the user's script (module docstring)
     from torch.fx.node import _get_qualified_name
 
     try:

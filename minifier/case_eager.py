@@ -11,7 +11,7 @@ import functools
 import json
 
 from symfuzz.fuzz.case import Case
-from symfuzz.fuzz.ir import Program
+from symfuzz.fuzz.ir import PRELUDE, Program
 
 
 @functools.lru_cache(maxsize=256)
@@ -25,13 +25,12 @@ def _values_at(program_json: str, call_json: str) -> dict:
 
     # Deferred with torch (both import it).
     from symfuzz.fuzz.script_runtime import make_args
-    from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE
 
     program = Program.from_json(json.loads(program_json))
     namespace: dict = {}
     try:
         source = program.render().rsplit("\n    return", 1)[0] + "\n    return locals()\n"
-        exec(compile(PROGRAM_GLOBALS_SOURCE + source, "<symfuzz minify>", "exec"), namespace)
+        exec(compile(PRELUDE + source, "<symfuzz minify>", "exec"), namespace)
         values = namespace["fn"](*make_args(json.loads(call_json)))
     except Exception:  # noqa: BLE001 - an invalid candidate, not an error of ours
         return {}

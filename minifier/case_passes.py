@@ -18,8 +18,18 @@ from dataclasses import replace
 from typing import Iterator, Optional
 
 from symfuzz.fuzz.case import ArgSpec, Call, Case
-from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, SizeNode, node_reads)
-
+from symfuzz.fuzz.ir import (
+    BranchNode,
+    CheckNode,
+    CondNode,
+    EffectNode,
+    ExprNode,
+    GraphBreakNode,
+    Input,
+    OpNode,
+    SizeNode,
+    node_reads,
+)
 from symfuzz.minifier.case_eager import values_at
 from symfuzz.minifier.case_subject import CaseSubject
 from symfuzz.oracles.verdict import FakeRealMismatch, OutputMismatch, UnsoundGuard

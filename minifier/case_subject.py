@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.scripts import render_compact, render_repro
 from symfuzz.fuzz.case import Case
-from symfuzz.minifier.case_eager import plausible
-from symfuzz.oracles.verdict import Verdict
 from symfuzz.fuzz.ir import OpNode
+from symfuzz.minifier.case_eager import plausible
+from symfuzz.minifier.compact import compact_matches
+from symfuzz.oracles.verdict import Verdict
 
 # Marks that make a dim symbolic when the compile sees it.
 DYNAMIC_MARKS = ("dynamic", "maybe_dynamic", "unbacked")
@@ -89,8 +90,6 @@ class CaseSubject:
 
     def repro_matches(self, outcome) -> bool:
         """Does a run of ``repro_script()`` show this subject's bug?"""
-        from symfuzz.minifier.compact import compact_matches
-
         return compact_matches(self, outcome)
 
 

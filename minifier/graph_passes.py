@@ -20,7 +20,7 @@ import copy
 import json
 from typing import Iterable, Iterator, Optional
 
-from symfuzz.minifier.graph_subject import (GraphSubject, dim_value, dynamic_dims, references, symbols_of, tensor_inputs)
+from symfuzz.minifier.graph_subject import GraphSubject, dim_value, dynamic_dims, references, symbols_of, tensor_inputs
 
 # Calls kept even when nothing uses their value: they act by side effect.
 SIDE_EFFECT_TARGETS = {"_operator.setitem", "torch._C._set_grad_enabled", "torch.amp.autocast_mode._enter_autocast",

@@ -341,6 +341,7 @@ def _literal(values: dict, shape: list) -> Optional[str]:
     """Small saved values written into the script (so that it needs no file), or None."""
     if math.prod(shape) > EMBED_LIMIT:
         return None
+    # deferred: only embedding saved values needs torch, which the minifier's parent does not load otherwise
     import torch
 
     stored = torch.load(values["path"], weights_only=True)

@@ -86,7 +86,8 @@ from __future__ import annotations
 import re
 
 from symfuzz.fuzz.ir import BranchNode, OpNode, render_node
-from symfuzz.oracles.lanes.execute import PROGRAM_GLOBALS_SOURCE, load_function
+from symfuzz.fuzz.ir import PRELUDE
+from symfuzz.oracles.lanes.execute import load_function
 from symfuzz.oracles.symbolic_trace import (  # noqa: F401 - the tracing and comparison, torch-only (inlined into repros)
     DIM_DYNAMIC,
     FX_FLAGS,
@@ -181,7 +182,7 @@ def stride_paths(program) -> set:
 
 def trace_symbolic(source: str, call: dict, config: dict | None = None):
     """``symbolic_trace.trace_symbolic`` with the globals programs run with."""
-    return _trace_symbolic(source, call, config, prelude=PROGRAM_GLOBALS_SOURCE)
+    return _trace_symbolic(source, call, config, prelude=PRELUDE)
 
 
 # ---------------------------------------------------------------- the oracle

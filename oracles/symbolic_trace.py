@@ -6,7 +6,7 @@ whose docstring explains the method): trace a program once under
 call's real input sizes, skip calls the trace's guards do not admit, and
 compare the traced sizes, strides and dtypes with eager's.
 
-This module imports only the standard library, torch and sympy (lazily):
+This module imports only the standard library and torch (sympy and private torch APIs inside functions):
 its source is inlined into ``repro.py`` scripts for ``fake-real-mismatch``
 findings (see ``corpus.scripts``), after an inlined ``fuzz/script_runtime.py``
 that defines the names imported from it below; the renderer drops that one
@@ -14,7 +14,10 @@ import. Do not import other project modules here, and keep
 ``from __future__`` imports out (the text is inlined mid-file).
 """
 
+import builtins
 import warnings
+
+import torch
 
 from symfuzz.fuzz.script_runtime import failure_key, flatten, make_args, set_compile_config, signature
 
@@ -57,8 +60,8 @@ class TensorMeta:
 
 
 def _expr(value):
+    # private torch API and sympy, looked up at use: scripts inline this module, whose top level imports only the standard library and torch
     import sympy
-    import torch
 
     if isinstance(value, torch.SymInt):
         return value.node.expr
@@ -67,8 +70,6 @@ def _expr(value):
 
 def _leaf_meta(value):
     """A TensorMeta, ("int", expr) for a SymInt/int leaf, or None (not compared)."""
-    import torch
-
     if isinstance(value, torch.Tensor):
         meta = TensorMeta(value)
         meta.base = None  # outputs are compared on their own metadata only
@@ -85,10 +86,6 @@ def _symbolic_builtins() -> dict:
     and traces ``divmod`` symbolically; plain Python would guard (impossible
     on an unbacked size) or raise. Plain ints behave as before.
     """
-    import builtins
-
-    import torch
-
     def symbolic(args, kwargs):
         return (len(args) == 2 and not kwargs and any(isinstance(a, torch.SymInt) for a in args)
                 and all(isinstance(a, (int, torch.SymInt)) and not isinstance(a, bool) for a in args))
@@ -115,8 +112,9 @@ def trace_symbolic(source, call, config=None, *, prelude):
     """Run the program once on symbolic fake inputs hinted by ``call``.
 
     ``prelude`` is the source the program's globals come from
-    (``oracles.execute.PROGRAM_GLOBALS_SOURCE``: math, torch, F).
+    (``fuzz.ir.PRELUDE``: math, torch, F).
     """
+    # private torch API and sympy, looked up at use: scripts inline this module, whose top level imports only the standard library and torch
     from torch._dispatch.python import enable_python_dispatcher
     from torch._dynamo.source import LocalSource
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -164,6 +162,7 @@ def trace_symbolic(source, call, config=None, *, prelude):
 
 def evaluate(expr, bindings):
     """``expr`` (sympy int or boolean) at ``bindings``; None if it has an unbound symbol."""
+    # private torch API and sympy, looked up at use: scripts inline this module, whose top level imports only the standard library and torch
     import sympy
 
     free = expr.free_symbols
@@ -195,6 +194,7 @@ def bind(trace, real_args):
     Returns (bindings or None if the call's input sizes are not described by
     the trace, whether input strides/offsets match the trace too, reason).
     """
+    # private torch API and sympy, looked up at use: scripts inline this module, whose top level imports only the standard library and torch
     import sympy
 
     pairs = []  # (fake TensorMeta, real tensor)
@@ -228,6 +228,7 @@ def bind(trace, real_args):
 
 def violated_guard(shape_env, bindings):
     """The first constraint of the trace the call breaks (or cannot be checked against), else None."""
+    # private torch API and sympy, looked up at use: scripts inline this module, whose top level imports only the standard library and torch
     import sympy
     from torch.utils._sympy.numbers import int_oo
 
@@ -304,8 +305,6 @@ def compare_call(trace, bindings, eager_out, strides_of, compare_strides, stride
     eager; other leaves are judged by ``baseline`` (a StrideBaseline; None:
     their strides are not compared).
     """
-    import torch
-
     eager_leaves = flatten(eager_out)
     if len(eager_leaves) != len(trace.leaves):
         return {"path": "out", "what": "structure", "dim": None, "symbolic": f"{len(trace.leaves)} leaves",

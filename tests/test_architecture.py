@@ -143,3 +143,63 @@ def test_only_symfuzz_is_installed_at_the_top_level():
     scripts = config["project"]["scripts"]
     plugins = config["project"]["entry-points"]["pytest11"]
     assert all(target.startswith("symfuzz.") for target in [*scripts.values(), *plugins.values()])
+
+
+def test_the_case_model_needs_only_torch_hypothesis_and_the_standard_library():
+    import sys
+
+    allowed = set(sys.stdlib_module_names) | {"torch", "hypothesis"}
+    modules = _modules()
+    foreign = []
+    for module, path in modules.items():
+        if layer_of(module) != 0:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in allowed and not (top == "symfuzz" and layer_of(name) == 0):
+                    foreign.append(f"{module} imports {name}")
+    assert not foreign, "\n".join(foreign)
+
+
+def _explained(lines: list[str], lineno: int) -> bool:
+    """A comment on the import's line, or on the line above it or above the run of
+    import lines it belongs to (one comment may explain a group)."""
+    index = lineno - 1
+    if "#" in lines[index]:
+        return True
+    while index > 0:
+        above = lines[index - 1].strip()
+        if above.startswith("#"):
+            return True
+        if not above.startswith(("import ", "from ")) and not above.endswith((",", "(")) and above != ")":
+            return False
+        index -= 1
+    return False
+
+
+def _nested_imports_without_a_reason() -> list[str]:
+    """Imports inside a function or class with no comment on their line or the line above."""
+    found = []
+    for module, path in _modules().items():
+        lines = path.read_text().splitlines()
+
+        def visit(node, nested):
+            for child in ast.iter_child_nodes(node):
+                if nested and isinstance(child, (ast.Import, ast.ImportFrom)) and not _explained(lines, child.lineno):
+                    found.append(f"{path.relative_to(ROOT)}:{child.lineno}: {lines[child.lineno - 1].strip()}")
+                visit(child, nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+
+        visit(ast.parse("\n".join(lines)), False)
+    return found
+
+
+def test_imports_sit_at_the_top_unless_a_comment_says_why_not():
+    found = _nested_imports_without_a_reason()
+    assert not found, "move these to the top of the file, or say why they wait:\n" + "\n".join(found)

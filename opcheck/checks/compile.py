@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+import torch._dynamo
 import torch.utils._pytree as pytree
 
 from symfuzz.fuzz.script_runtime import compare
@@ -33,6 +34,7 @@ class AotDispatchDynamicCheck:
         self.op, self.with_grad = op, with_grad
 
     def __call__(self, case: Case):
+        # private torch API, looked up at use: a torch that moved it fails this check only
         from torch.testing._internal.optests.generate_tests import (
             safe_aot_autograd_check,
         )
@@ -51,8 +53,6 @@ class AotDispatchDynamicCheck:
 
 @contextlib.contextmanager
 def _dynamo_config():
-    import torch._dynamo
-
     patches = {"recompile_limit": 64, "accumulated_recompile_limit": 4096}
     if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
         # Hitting the limit would fall back to eager and make the check pass vacuously.
@@ -69,8 +69,6 @@ class InductorDynamicCheck:
 
     def compiled(self):
         if self._compiled is None:
-            import torch._dynamo
-
             torch._dynamo.reset()  # another op's entries must not count against this one's limit
             op = self.op
 

@@ -16,12 +16,11 @@ import torch
 
 from symfuzz.fuzz import script_runtime
 from symfuzz.fuzz.case import Call
+from symfuzz.fuzz.ir import PRELUDE
 from symfuzz.fuzz.schedule import demands_specialization
 from symfuzz.oracles.lanes.guards import build_model, over_guards, plan_calls, recording_backend
 from symfuzz.oracles.lanes.lane import Lane, config_patch
 from symfuzz.oracles.lanes.runners import build_runner
-
-PROGRAM_GLOBALS_SOURCE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 
 
 @dataclass
@@ -61,7 +60,7 @@ class Run:
 
 def load_function(source: str) -> Callable:
     namespace: dict = {}
-    exec(compile(PROGRAM_GLOBALS_SOURCE + source, "<symfuzz program>", "exec"), namespace)
+    exec(compile(PRELUDE + source, "<symfuzz program>", "exec"), namespace)
     return namespace["fn"]
 
 
