@@ -76,9 +76,14 @@ class Finding:
     def from_json(data: dict) -> "Finding":
         if data.get("finding_version", 1) > FINDING_VERSION:
             raise ValueError("this finding was written by a newer symfuzz; upgrade symfuzz to replay it")
+        try:
+            verdict = Verdict.from_json(data["verdict"])
+        except (TypeError, ValueError) as exc:  # a symptom, stage or field this version does not know
+            raise ValueError(f"this finding's verdict is not one this symfuzz knows ({exc}); it may have been "
+                             "written by a newer symfuzz: upgrade symfuzz to replay it") from None
         return Finding(
             case=data["case"],
-            verdict=Verdict.from_json(data["verdict"]),
+            verdict=verdict,
             lane=data["lane"],
             environment=data.get("environment", {}),
             triage=data.get("triage", {}),

@@ -32,10 +32,12 @@ their script as plain data: source text, lines, module names to inline from.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import inspect
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -127,6 +129,23 @@ def _first_line(node: ast.stmt, lines: list[str]) -> int:
     return first
 
 
+# CPython's parser is not safe to enter from two threads at once (3.11 raises
+# "SystemError: AST constructor recursion depth mismatch"), and the minifier
+# renders scripts from a thread pool. The trees are only read, so one parse of
+# each source serves every script.
+_PARSE_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_locked(text: str) -> ast.Module:
+    return ast.parse(text)
+
+
+def _parse(text: str) -> ast.Module:
+    with _PARSE_LOCK:
+        return _parse_locked(text)
+
+
 class Helpers:
     """Project source pasted into a script, each definition once.
 
@@ -150,7 +169,7 @@ class Helpers:
             raise RuntimeError(f"{name} is pasted already: paste a whole module before any pieces of it")
         lines = text.splitlines()
         dropped = set()
-        tree = ast.parse(text)
+        tree = _parse(text)
         for index, node in enumerate(tree.body):
             span = range(node.lineno, node.end_lineno + 1)
             if index == 0 and _is_docstring(node):
@@ -172,7 +191,7 @@ class Helpers:
     def pieces(self, module, names: Iterable[str]) -> "Helpers":
         name, text = _module_source(module)
         lines = text.splitlines()
-        statements = [n for n in ast.parse(text).body if not _is_docstring(n)]
+        statements = [n for n in _parse(text).body if not _is_docstring(n)]
         defined: dict[str, ast.stmt] = {}
         for node in statements:
             for bound in _binds(node):
@@ -434,7 +453,8 @@ def _render_symbolic_repro(finding, case) -> str:
 
 def render_repro(finding) -> str:
     """The judged repro of a fuzz finding, from its JSON alone (``Finding``)."""
-    # Deferred: the lanes import z3 and triton, which opcheck, rendering its snippets here, does not need.
+    # Deferred: the lanes import torch, z3 and torch._dynamo, which opcheck, rendering its snippets
+    # here, does not need.
     from symfuzz.fuzz.case import Case  # (deferred: see above)
     from symfuzz.oracles.lanes.execute import judge_context  # (deferred: see above)
     from symfuzz.oracles.lanes.runners import ARTIFACTS, runner_spec  # (deferred: see above)
@@ -457,7 +477,7 @@ def render_repro(finding) -> str:
     make_compiled = f"torch.compile(fn, backend={lane['backend']!r}, dynamic={case.schedule.dynamic!r}{mode})"
     # The fresh recheck of a failing reused call compiles with dynamic=True: the
     # reused graph was symbolic, and a static fresh compile would hide a
-    # dynamic-shape kernel bug behind an "unsound guard" (oracles/execute.py).
+    # dynamic-shape kernel bug behind an "unsound guard" (oracles/lanes/execute.py).
     fresh_compile = f"lambda: torch.compile(fn, backend={lane['backend']!r}, dynamic=True{mode})"
     how = f"torch.compile(dynamic={case.schedule.dynamic!r})"
     if lane.get("runner"):

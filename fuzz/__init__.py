@@ -1,6 +1,6 @@
-"""Programs, schedules and cases; their generation; campaigns.
+"""Programs, schedules and cases, the script runtime, and their generation.
 
-Exports are resolved lazily: ``python -m fuzz.cli`` and the worker must not
+Exports are resolved lazily: the ``symfuzz`` command and the worker must not
 import torch before a lane has set its environment.
 """
 

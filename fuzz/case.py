@@ -58,7 +58,7 @@ class Schedule:
     calls: tuple[Call, ...]
     # Config flags set around compile and calls: {"dynamo": {flag: value},
     # "fx": {flag: value}} for torch._dynamo.config and
-    # torch.fx.experimental._config (see oracles.standalone.compile_config).
+    # torch.fx.experimental._config (see script_runtime.set_compile_config).
     config: dict = field(default_factory=dict, hash=False)
 
     def to_json(self) -> dict:

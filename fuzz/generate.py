@@ -35,15 +35,26 @@ import hypothesis.strategies as st
 import torch
 import torch.nn.functional as torch_F
 
-from symfuzz.fuzz.script_runtime import make_arg
-
-from symfuzz.fuzz.choices import Draw, weighted
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.choices import Draw, weighted
+from symfuzz.fuzz.ir import (
+    BranchNode,
+    CheckNode,
+    CondNode,
+    EffectNode,
+    ExprNode,
+    GraphBreakNode,
+    Input,
+    OpNode,
+    Program,
+    SizeNode,
+    node_reads,
+    render_node,
+)
 from symfuzz.fuzz.schedule import apply_hint_mode, draw_config, draw_marks
-from symfuzz.fuzz.ir import (BranchNode, CheckNode, CondNode, EffectNode, ExprNode, GraphBreakNode, Input, OpNode, Program, SizeNode, node_reads, render_node)
+from symfuzz.fuzz.script_runtime import make_arg
 from symfuzz.fuzz.specs import all_specs, required_dynamo_config
-from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT, OpSpec, Operand, ParamContext
-
+from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT, Operand, OpSpec, ParamContext
 
 # (value, weight). Small sizes first so that shrinking moves toward them.
 SIZE_WEIGHTS = [(2, 10), (3, 10), (4, 9), (1, 6), (5, 8), (8, 7), (7, 6), (6, 5), (0, 2), (16, 4), (9, 3), (12, 3), (33, 2), (64, 1)]
@@ -70,7 +81,7 @@ class GenConfig:
     # (fuzz/schedule.py). Off gives plain schedules: automatic dynamic only.
     schedule_knobs: bool = True
     # After the drawn calls, add calls solved from the installed guards
-    # (oracles/guards.py). Read by the worker, not by the generator.
+    # (oracles/lanes/guards.py). Read by the worker, not by the generator.
     guard_planning: bool = True
     # Share of schedules compiled under z3 translation validation (slow).
     translation_validation_rate: float = 0.02

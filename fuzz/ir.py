@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from symfuzz.fuzz.specs import get_spec
+
 # v2 added CheckNode, GraphBreakNode, ExprNode and CondNode. A program that
 # uses none of them is still written as v1, so older readers replay it.
 IR_VERSION = 2
@@ -199,9 +201,6 @@ class Program:
 
 
 def render_node(node: Node) -> list[str]:
-    # Imported here: specs import this module for the node types.
-    from symfuzz.fuzz.specs import get_spec
-
     if isinstance(node, OpNode):
         # A spec's template may put statements before the expression (one per
         # line, e.g. ``torch._check`` hints); ``{out}`` names its helpers.

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import re
 
-
 import hypothesis.strategies as st
 
 from symfuzz.fuzz.choices import Draw, weighted
 from symfuzz.fuzz.ir import BranchNode, EffectNode, GraphBreakNode, OpNode, SizeNode, render_node
-
 
 # First-call size patterns. "none" keeps the independently drawn sizes.
 HINT_MODES = [("none", 12), ("duck", 4), ("zero-one", 3), ("large-first", 2)]

@@ -502,7 +502,7 @@ def judge_call(eager, compiled, reference=None, context=None):
     refused without that counting as a crash.
     """
     if "error" in compiled and compiled["error"].get("type", "").endswith(".LaneRejectedCall"):
-        return None  # the lane refuses this call by design (oracles/export_runner.py): nothing to compare
+        return None  # the lane refuses this call by design (oracles/lanes/export_runner.py): nothing to compare
     if "error" in compiled and "error" not in eager:
         kind = rejection(compiled["error"], context)
         if kind == "rejected":

@@ -219,7 +219,7 @@ class Recorder:
         self.compile_calls = 0
         self.in_compile_call = False
         self.builtin_backends: set = set()
-        self.standalone = None  # fuzz/script_runtime.py (its compare judges), loaded by path when comparing
+        self.script_runtime = None  # fuzz/script_runtime.py (its compare judges), loaded by path when comparing
 
     def write_script_state(self, state: str, **extra) -> None:
         _write_json(self.folder / "script.json", {"state": state, "compile_calls": self.compile_calls,
@@ -309,26 +309,29 @@ class Recorder:
         return run
 
     def _compare(self, record, reference, clones, out) -> None:
-        standalone = self._standalone()
+        runtime = self._script_runtime()
         try:
             expected = reference(*clones)
         except Exception as exc:  # noqa: BLE001 - eager failing is not a compiler bug
             record["eager_error"] = _describe_error(exc)
             self.save(record)
             return
-        diff = standalone.compare(standalone.snapshot(expected), standalone.snapshot(out),
-                                  lambda: (standalone.reference_call(reference, _clone_args(clones)).get("out") or (None,))[0])
+        diff = runtime.compare(runtime.snapshot(expected), runtime.snapshot(out),
+                                  lambda: (runtime.reference_call(reference, _clone_args(clones)).get("out") or (None,))[0])
         if diff is not None:
             self._fail(record, "mismatch", symptom=diff["symptom"], detail=f"{diff['path']}: {diff['detail']}")
 
-    def _standalone(self):
-        if self.standalone is None:
-            path = Path(importlib.util.find_spec("symfuzz.fuzz.script_runtime").origin)
-            spec = importlib.util.spec_from_file_location("_symfuzz_standalone", path)
+    def _script_runtime(self):
+        if self.script_runtime is None:
+            # By this file's place, not by import: this half runs in the user's process,
+            # where symfuzz may not be importable. fuzz/ sits beside minifier/ both in a
+            # checkout and installed (symfuzz/fuzz, symfuzz/minifier).
+            path = Path(__file__).resolve().parent.parent / "fuzz" / "script_runtime.py"
+            spec = importlib.util.spec_from_file_location("_symfuzz_script_runtime", path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            self.standalone = module
-        return self.standalone
+            self.script_runtime = module
+        return self.script_runtime
 
     def _fail(self, record: dict, status: str, **facts) -> None:
         if record["status"] in FINAL_STATUSES:

@@ -22,6 +22,4 @@ def __getattr__(name):
         from symfuzz.opcheck.api import check
 
         return check
-    if name == "Report":
-        return Report
     raise AttributeError(f"module 'symfuzz.opcheck' has no attribute {name!r}")

@@ -10,7 +10,7 @@ crashed; the next probe starts from there. A probe that gets through every
 candidate has reached a smallest crashing input. Each crash costs a process
 start, so the shrinking has a time limit.
 
-    python -m opcheck.crashes PROBE.json EVENTS.jsonl
+    python -m symfuzz.opcheck.crashes PROBE.json EVENTS.jsonl
 """
 
 from __future__ import annotations

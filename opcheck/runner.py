@@ -2,7 +2,7 @@
 
 A custom op's kernel can segfault, hang or exhaust memory, and the checks
 call it thousands of times on shapes its author never tried. ``run_ops``
-therefore checks ops in a fresh child process (``python -m opcheck.runner
+therefore checks ops in a fresh child process (``python -m symfuzz.opcheck.runner
 TASK.json``) that appends one JSON line per event to a results file:
 ``{"start": op}`` before an op, ``{"input": ...}`` before each input a check
 judges, ``{"check_done": ...}`` after each check and ``{"report": {...}}``

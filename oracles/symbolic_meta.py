@@ -40,9 +40,9 @@ How (torch 2.13):
 4. For each output (``out[0][i]``) and final input state (``out[1][j]``),
    evaluate the fake tensor's dtype, sizes and strides at the bindings and
    compare with eager. Sizes and dtypes come from ``call.eager["out"]``.
-   Strides do not: ``standalone.snapshot`` clones, which makes non-dense
+   Strides do not: ``script_runtime.snapshot`` clones, which makes non-dense
    tensors contiguous. The true eager strides come from running ``fn``
-   eagerly once more on ``standalone.make_args(call)`` (plain eager, no
+   eagerly once more on ``script_runtime.make_args(call)`` (plain eager, no
    compiler). An expression with a symbol no input binds (an unbacked ``u0``
    from ``.item()``/``nonzero``) is data-dependent and is not compared.
 
@@ -85,8 +85,7 @@ from __future__ import annotations
 
 import re
 
-from symfuzz.fuzz.ir import BranchNode, OpNode, render_node
-from symfuzz.fuzz.ir import PRELUDE
+from symfuzz.fuzz.ir import PRELUDE, BranchNode, OpNode, render_node
 from symfuzz.oracles.lanes.execute import load_function
 from symfuzz.oracles.symbolic_trace import (  # noqa: F401 - the tracing and comparison, torch-only (inlined into repros)
     DIM_DYNAMIC,
@@ -166,7 +165,7 @@ def stride_checked(program, ops=None, fresh=None) -> set:
 
 
 def _stride_paths(program, checked) -> set:
-    """Leaf path prefixes (standalone.flatten names) whose strides are compared."""
+    """Leaf path prefixes (script_runtime.flatten names) whose strides are compared."""
     paths = {f"out[0][{i}]" for i, name in enumerate(program.outputs) if name in checked}
     paths |= {f"out[1][{j}]" for j in range(len(program.inputs))}
     return paths

@@ -43,7 +43,7 @@ class Trace:
     def __init__(self, shape_env, inputs, leaves):
         self.shape_env = shape_env
         self.inputs = inputs  # [TensorMeta] of the fake inputs, before the program ran
-        # [(path, TensorMeta | ("int", expr) | None)], paths as standalone.flatten names them
+        # [(path, TensorMeta | ("int", expr) | None)], paths as script_runtime.flatten names them
         self.leaves = leaves
 
 

@@ -6,11 +6,11 @@ whatever the timing. A worker that segfaults, hangs past the case timeout,
 or grows past the memory limit is killed, its in-flight case becomes a
 finding, and a fresh worker takes its place.
 
-Before any generated case, a worker runs the canary (``fuzz.canary``); if
+Before any generated case, a worker runs the canary (``symfuzz.canary``); if
 it fails, or a worker cannot start, the campaign stops with a CampaignError
 (symfuzz or the environment is broken: exit 3). During the run, internal
 errors are grouped by cause, and the campaign stops early when bad programs
-dominate (``fuzz.health``).
+dominate (``symfuzz.health``).
 
 Every candidate failure is confirmed by running its repro.py in a fresh
 process before it is reported. Output folder:
@@ -382,7 +382,8 @@ class Campaign:
                     self.flaky.add(twin)
 
     def death_finding(self, worker: Worker, returncode: Optional[int]) -> Optional[Finding]:
-        # deferred: the runtime imports torch, which the campaign's own process does not need
+        # deferred: the runtime imports torch, which the campaign's own process loads only once it
+        # has a finding to record
         from symfuzz.fuzz.script_runtime import signature
 
         if worker.judged:

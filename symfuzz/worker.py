@@ -1,7 +1,7 @@
 """A warm worker process: generates, runs and judges cases on one lane.
 
 Protocol: one JSON object per line. The campaign writes ``{"index": i}``
-(or ``{"canary": true}``, see ``fuzz.canary``) on stdin; the worker answers
+(or ``{"canary": true}``, see ``symfuzz.canary``) on stdin; the worker answers
 on its protocol stream (the original stdout; anything torch prints goes to
 stderr instead):
 
@@ -33,7 +33,7 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
     """Execute, judge and (on failure) triage one case; returns the result message body.
 
     With ``plan``, guard-directed calls are added after the drawn ones
-    (``oracles.guards``); ``on_plan(case)`` hears the extended case before
+    (``oracles.lanes.guards``); ``on_plan(case)`` hears the extended case before
     they run, and the result carries it as ``case``.
     """
     # deferred: these import torch, which waits until prepare_process has set the lane's environment
@@ -98,7 +98,7 @@ def _first_errors(calls) -> dict:
 
 
 def run_canary(lane) -> dict:
-    """The canary case (``fuzz.canary``) through ``run_case``, as generated cases
+    """The canary case (``symfuzz.canary``) through ``run_case``, as generated cases
     go, without guard-directed calls: the canary is a fixed schedule, so it does
     not depend on which guards this torch installs. Returns the "canary" event."""
     t0 = time.perf_counter()
@@ -136,7 +136,7 @@ def run_generated(index: int, seed: int, config, lane, send) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fuzz.worker")
+    parser = argparse.ArgumentParser(prog="python -m symfuzz.worker")
     parser.add_argument("--lane", required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--gen-config", default="{}")

@@ -1,7 +1,7 @@
 """Run one Case through one Lane, in this process: the Run that oracles judge.
 
 Besides making the case's calls, ``execute`` watches the guards: it records
-each compile's ShapeEnv (``oracles.guards``), asks the cached graphs'
+each compile's ShapeEnv (``oracles.lanes.guards``), asks the cached graphs'
 guard managers before each call whether they would accept it, and, when
 asked to, plans further calls from the guards with z3 and makes them on
 the same compiled function. The planned calls become part of the case.
@@ -95,7 +95,7 @@ def _marks_cover_tied_dims(case) -> bool:
 def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = None) -> Run:
     """Compile ``case``'s program on ``lane`` and make every call of its schedule.
 
-    With ``plan``, guard-directed calls (``oracles.guards.plan_calls``) are
+    With ``plan``, guard-directed calls (``oracles.lanes.guards.plan_calls``) are
     appended after the schedule's own calls; ``on_plan(extended_case)`` is
     told before they run, so a crash during them loses nothing.
     """

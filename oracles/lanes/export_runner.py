@@ -86,7 +86,7 @@ _MARK_ATTRIBUTES = (
 
 # Both exception types name a fixed module, so that describe_exception gives
 # the same type (and so the same signature) whether this source runs as
-# oracles.export_runner in the campaign or inlined into a repro's __main__.
+# oracles.lanes.export_runner in the campaign or inlined into a repro's __main__.
 class LaneRejectedCall(Exception):
     """The lane legitimately refuses this call: not a finding, nothing to compare."""
 

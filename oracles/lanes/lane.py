@@ -43,7 +43,7 @@ class Lane:
     config: dict = field(default_factory=dict)
     setup: Optional[str] = None  # "triton-interpreter": patch triton for CPU
     # Lanes that do not go through torch.compile name a runner here (see
-    # oracles/runners.py), e.g. "export": torch.export, then run the module.
+    # oracles/lanes/runners.py), e.g. "export": torch.export, then run the module.
     runner: Optional[str] = None
     cheaper: tuple[str, ...] = ()  # lanes that triage a failure, cheapest first
     check: Optional[Callable[[], Optional[str]]] = None  # why unavailable, or None
@@ -178,10 +178,10 @@ register_lane(
     )
 )
 
-# Lanes that compile without torch.compile (oracles/runners.py). Export
+# Lanes that compile without torch.compile (oracles/lanes/runners.py). Export
 # refusing what it cannot trace, or calls outside its exported guards, is
 # not a finding: the runner marks such calls rejected (see
-# oracles/export_runner.py).
+# oracles/lanes/export_runner.py).
 register_lane(
     Lane(
         "export",

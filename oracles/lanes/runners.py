@@ -1,9 +1,9 @@
 """Runners: the compiled side of lanes that do not go through torch.compile.
 
 A lane with ``runner="export"`` or ``runner="aoti"`` is run by
-``oracles.execute.make_compiled`` through ``build_runner``, which returns a
+``oracles.lanes.execute.make_compiled`` through ``build_runner``, which returns a
 callable that ``script_runtime.run_schedule`` calls once per call with that
-call's inputs. The torch-only logic lives in ``oracles/export_runner.py``
+call's inputs. The torch-only logic lives in ``oracles/lanes/export_runner.py``
 (inlined into repro scripts); this module only turns a Case into what that
 logic needs: ``runner_spec``.
 """
@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from symfuzz.fuzz.schedule import demands_specialization
-
 from symfuzz.fuzz import script_runtime
+from symfuzz.fuzz.schedule import demands_specialization
 from symfuzz.oracles.lanes.export_runner import ExportedRunner
 
 
@@ -51,5 +50,5 @@ def build_runner(lane, fn, case) -> Callable:
     except KeyError:
         raise ValueError(
             f"lane {lane.name!r} names runner {lane.runner!r}, which symfuzz does not know; "
-            f"known runners: {', '.join(sorted(RUNNERS))} (oracles/runners.py)") from None
+            f"known runners: {', '.join(sorted(RUNNERS))} (oracles/lanes/runners.py)") from None
     return builder(lane, fn, case)
