@@ -132,6 +132,9 @@ def test_opcheck_without_namespaces_is_a_usage_error(pytester):
     assert "unknown check(s) fake" in result.stderr.str()
 
 
+@pytest.mark.slow  # five suite runs (3 minutes); the default run covers accept through the plugin under
+# xdist (test_xdist_workers_results_are_merged), and strict xpass and accept through the CLI
+# (test_opcheck_cli.py::test_store_xfails_accept_and_strict_unexpected_success)
 def test_retrofit_store_cycle(pytester):
     """Unexpected failure -> accept -> xfailed -> fixed (xpassed) -> accept keeps or drops the entry."""
     make_suite(pytester, test_ops=TEST_ALL)
