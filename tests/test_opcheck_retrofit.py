@@ -56,6 +56,8 @@ def test_the_plugin_never_changes_the_suites_outcomes_and_checks_every_op_in_a_c
     assert run.returncode == (1 if " opcheck failed" in final else 0), text[-3000:]
 
 
+@pytest.mark.slow  # a full suite run (about a minute); the default run keeps a crashing kernel as a
+# result through the CLI (test_opcheck_cli.py) and across xdist workers (test_opcheck_plugin.py)
 def test_a_kernel_crash_on_a_forced_table_size_is_a_reported_result(tmp_path):
     run = run_suite(tmp_path, [*OPCHECK, "--opcheck-accept", "--opcheck-budget=8",
                                "--opcheck-checks=schema,faketensor",
