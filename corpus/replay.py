@@ -35,6 +35,8 @@ class ReplayOutcome:
     seconds: float
     output_tail: str
     memory_exceeded: bool = False
+    reason: Optional[str] = None  # for "broken": why nothing could be judged, in one line
+
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -56,9 +58,12 @@ class ScriptRunner:
             except ProcessLookupError:
                 pass
 
-    def run(self, script: Path, env_extra: dict, timeout: float, memory_limit_mb: Optional[int] = None):
-        """(returncode or None on timeout, output, seconds, memory_exceeded)."""
-        return self.run_command([sys.executable, str(script)], script.parent, env_extra, timeout, memory_limit_mb)
+    def run(self, script: Path, env_extra: dict, timeout: float, memory_limit_mb: Optional[int] = None,
+            python: Optional[str] = None):
+        """(returncode or None on timeout, output, seconds, memory_exceeded); ``python``: another
+        environment's interpreter (default: this one)."""
+        return self.run_command([python or sys.executable, str(script)], script.parent, env_extra, timeout,
+                                memory_limit_mb)
 
     def run_command(self, argv: list, cwd: Path, env_extra: dict, timeout: float,
                     memory_limit_mb: Optional[int] = None):
@@ -103,7 +108,7 @@ def resident_mb(pid: int) -> float:
 
 
 def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional[dict] = None,
-                   runner: Optional[ScriptRunner] = None) -> ReplayOutcome:
+                   runner: Optional[ScriptRunner] = None, python: Optional[str] = None) -> ReplayOutcome:
     """Regenerate the repro from the finding's JSON alone and run it fresh."""
     evidence = finding.verdict.evidence
     if isinstance(evidence, Hung):
@@ -114,7 +119,7 @@ def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional
         script.write_text(render_repro(finding))
         extra = {"TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "inductor-cache")}
         extra.update(env_extra or {})
-        code, out, seconds, exceeded = (runner or ScriptRunner()).run(script, extra, timeout, memory_limit)
+        code, out, seconds, exceeded = (runner or ScriptRunner()).run(script, extra, timeout, memory_limit, python)
     return classify(finding, code, out, seconds, exceeded)
 
 
@@ -142,7 +147,18 @@ def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: 
         status = "broken"
     if status == "different" and result is None and symptom not in ("timeout", "process-death"):
         status = "broken"  # it ended without judging anything: no evidence either way
-    return ReplayOutcome(status, code, sig, round(seconds, 2), out[-6000:], memory_exceeded)
+    reason = _broken_reason(result, code, out) if status == "broken" else None
+    return ReplayOutcome(status, code, sig, round(seconds, 2), out[-6000:], memory_exceeded, reason)
+
+
+def _broken_reason(result: Optional[dict], code, out: str) -> str:
+    """Why a run judged nothing: what the torch there lacks, a timeout, or its last error line."""
+    if result and result.get("unsupported"):
+        return "that torch lacks " + ", ".join(result["unsupported"])
+    if code is None:
+        return "it ran past the time limit"
+    errors = [line.strip() for line in out.splitlines() if "Error" in line or "Exception" in line]
+    return (errors[-1] if errors else f"it exited {code} without a verdict")[:300]
 
 
 def result_line(out: str) -> Optional[dict]:

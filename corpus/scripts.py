@@ -319,8 +319,33 @@ def configure():
 {config_lines}
 
 
+# What each dynamism mark needs from torch: an older torch (a reference environment,
+# say) may lack some, and is told so instead of crashing.
+MARK_APIS = {{"dynamic": "_dynamo.mark_dynamic", "maybe_dynamic": "_dynamo.maybe_mark_dynamic",
+             "static": "_dynamo.mark_static", "unbacked": "_dynamo.decorators.mark_unbacked"}}
+
+
+def missing_torch_features():
+    needed = ["compile", "_dynamo"] + sorted({{MARK_APIS[m.get("mark")] for call in CALLS for arg in call["args"]
+                                              for m in (arg.get("marks") or {{}}).values() if m.get("mark") in MARK_APIS}})
+    missing = []
+    for path in needed:
+        obj = torch
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                missing.append("torch." + path)
+                break
+    return missing
+
+
 def main():
     print("torch", torch.__version__, "| triton", _installed_triton_version(), "| python", sys.version.split()[0])
+    missing = missing_torch_features()
+    if missing:
+        print(f"this torch ({{torch.__version__}}) lacks what this repro needs: {{', '.join(missing)}}")
+        print("SYMFUZZ-RESULT " + json.dumps({{"ok": None, "unsupported": missing}}))
+        return {exit_invalid}
     configure()
     skipped = set_compile_config(COMPILE_CONFIG).skipped
     if skipped:
@@ -509,6 +534,7 @@ def render_repro(finding) -> str:
         device=lane.get("device", "cpu"),
         exit_reproduced=EXIT_REPRODUCED,
         exit_fixed=EXIT_FIXED,
+        exit_invalid=EXIT_INVALID,
     )
     return _main_script(head, body, helpers)
 

@@ -43,6 +43,7 @@ from typing import Optional
 
 from symfuzz.canary import canary_failure
 from symfuzz.corpus.atomic import append_line, write_json
+from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.corpus.finding import Finding, environment
 from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
 from symfuzz.corpus.store import FindingStore
@@ -51,6 +52,9 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
 from symfuzz.oracles.lanes.lane import Lane
 from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdict
 from symfuzz.progress import Progress
+
+
+CORPUS_PREFIX = "corpus:"  # the index of a replayed corpus case: "corpus:<its digest>"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,28 @@ class CampaignConfig:
     # Seconds to minify each confirmed finding after fuzzing (None: don't);
     # the repro goes to findings/<sig>/minified/repro.py.
     minify_budget: Optional[float] = None
+    # (K, N): run only shard K of N: case indices i with i % N == K - 1 (and the
+    # corpus cases with that position), so N jobs on one seed run disjoint cases.
+    shard: Optional[tuple[int, int]] = None
+    corpus: Optional[Path] = None  # replay this case corpus first, and append to it
+    executor: str = "local"  # "local" worker processes, or "ray" (symfuzz.ray_executor)
+    ray_address: Optional[str] = None
+
+
+def shard_indices(shard: Optional[tuple[int, int]], max_cases: Optional[int]):
+    """The case indices a (sharded) run generates, in order: case i is a pure
+    function of (seed, i), so shards of one seed are disjoint and together are
+    the unsharded run."""
+    k, n = shard or (1, 1)
+    index = k - 1
+    while max_cases is None or index < max_cases:
+        yield index
+        index += n
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by the CLI's handler: it stops a run the
+    way Ctrl-C does (everything kept, stats written), with exit code 143."""
 
 
 class CampaignError(Exception):
@@ -91,11 +117,14 @@ class Stats:
         self.ops = Counter()
         self.graphs_per_call = Counter()
         self.planned = Counter()
+        self.indices: list[int] = []  # generated case indices that finished (stats.json "indices")
+        self.replay = {"cases": 0, "first_verdict_seconds": None, "seconds": None, "signatures": []}
 
     def add_result(self, msg: dict, verdicts: list[Verdict]) -> None:
         """Count one "result" message; ``verdicts``: its failing verdicts, parsed."""
         c = self.counts
         c["programs_generated"] += 1
+        self.count_index(msg.get("index"))
         if "internal_error" in msg:
             c["internal_errors"] += 1
             return
@@ -126,6 +155,26 @@ class Stats:
             if verdict.symptom == "over-specialization":
                 c["over_specializations"] += 1
 
+    def count_index(self, index) -> None:
+        """Record a finished case: a generated index, or a corpus replay ("corpus:NAME")."""
+        if isinstance(index, int):
+            self.indices.append(index)
+        elif isinstance(index, str) and index.startswith(CORPUS_PREFIX):
+            self.replay["cases"] += 1
+            elapsed = round(time.time() - self.started, 2)
+            if self.replay["first_verdict_seconds"] is None:
+                self.replay["first_verdict_seconds"] = elapsed
+            if self.replay["cases"] >= self.replay.get("stored", 0):
+                self.replay["seconds"] = elapsed
+
+    def timeline_line(self, wall: float, confirmed: int, tracked: dict) -> dict:
+        c = self.counts
+        return {"t": round(wall, 2), "programs": c["programs_generated"], "valid": c["programs_valid"],
+                "calls": c["calls"], "checked": c["calls_checked"], "findings": confirmed,
+                "candidates": c["candidates"], "distinct_ops": len(self.ops), "guard_regions": c["guard_regions"],
+                "guard_regions_covered": c["guard_regions_covered"],
+                "seconds": {k: round(v, 2) for k, v in tracked.items()}}
+
     def to_json(self, wall: float, extra: dict) -> dict:
         c = self.counts
         generated = max(c["programs_generated"], 1)
@@ -139,10 +188,16 @@ class Stats:
             "oracles": self.seconds["oracle"] + self.seconds["confirm"],
         }
         tracked["overhead"] = max(0.0, worker_seconds - sum(tracked.values()))
+        shard = self.config.shard
         return {
             "seed": self.config.seed,
             "lane": self.config.lane.name,
             "jobs": self.config.jobs,
+            "max_cases": self.config.max_cases,
+            "shard": {"index": shard[0], "count": shard[1]} if shard else None,
+            "executor": self.config.executor,
+            "indices": sorted(self.indices),
+            "replay": dict(self.replay),
             "budget_seconds": self.config.budget,
             "wall_seconds": round(wall, 2),
             "environment": environment(),
@@ -205,6 +260,11 @@ class Worker:
             [sys.executable, "-m", "symfuzz.worker", "--lane", config.lane.name, "--seed", str(config.seed),
              "--gen-config", json.dumps(config.gen_config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, bufsize=1,
+            # Its own session: a Ctrl-C or SIGTERM sent to the job's process group reaches the
+            # campaign, which stops its workers itself, rather than killing workers mid-case and
+            # looking like crashes. (If the campaign is killed outright, a worker's stdin closes
+            # and it exits after its case.)
+            start_new_session=True,
         )
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -217,11 +277,13 @@ class Worker:
         self.proc.wait()
         self.events.put((self, None))
 
-    def assign(self, index: int) -> bool:
-        """Hand over case ``index``; False if the worker is already gone."""
+    def assign(self, index, case: Optional[dict] = None) -> bool:
+        """Hand over case ``index`` (or, for a corpus replay, the stored ``case``
+        under the index "corpus:NAME"); False if the worker is already gone."""
         self.index, self.case, self.judged, self.since = index, None, [], time.monotonic()
+        request = {"index": index} if case is None else {"index": index, "case": case}
         try:
-            self.proc.stdin.write(json.dumps({"index": index}) + "\n")
+            self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError):
@@ -250,6 +312,13 @@ class Worker:
 
     def rss_mb(self) -> float:
         return resident_mb(self.proc.pid)
+
+    def wait(self) -> Optional[int]:
+        """The process's exit status, once its stream has ended."""
+        return self.proc.wait()
+
+    def log_tail(self, limit: int = 4000) -> str:
+        return _tail(self.log_path, limit)
 
     def kill(self, reason: str) -> None:
         self.killed_for = reason
@@ -294,9 +363,16 @@ class Campaign:
         self.tries: Counter = Counter()
         self.twins: dict[str, list[Finding]] = {}
         self.in_confirmation: Optional[Finding] = None
-        self.next_index = 0
+        self.indices = shard_indices(config.shard, config.max_cases)
+        self.next_index: Optional[int] = next(self.indices, None)
+        self.corpus = CaseCorpus(config.corpus) if config.corpus else None
+        self.replay_queue = self._corpus_cases()
+        self.stats.replay["stored"] = len(self.replay_queue)
+        self.reached = {"op": set(), "guards": set(), "recompile": set()}  # what earlier cases reached
+        self.replayed_candidates: set[str] = set()  # signatures that corpus replays failed with
         self.respawns = 0
         self.interrupted = False
+        self.interrupted_by: Optional[str] = None
         self.progress = Progress(config.budget, enabled=not config.quiet)
         self.summary = Counter()
         self.minified: dict = {}  # signature -> what minifying it gave
@@ -327,6 +403,7 @@ class Campaign:
                 self.summary["duplicates"] += 1
             elif not self.config.confirm:
                 self.findings.add(finding)
+                self._finding_to_corpus(finding)
                 self.confirmed.add(sig)
                 self.summary["reported_unconfirmed"] += 1
             elif sig in self.confirming:
@@ -336,6 +413,15 @@ class Campaign:
             else:
                 self.confirming.add(sig)
                 self.confirm_queue.put(finding)
+
+    def _finding_to_corpus(self, finding: Finding) -> None:
+        """A confirmed finding's case joins the corpus; one found by a replayed case is noted."""
+        if self.corpus is not None and finding.case:
+            self.corpus.add(finding.case, self.config.lane.name, [f"finding:{finding.signature}"],
+                            environment().get("torch"))
+        sig = finding.signature
+        if sig in self.replayed_candidates and sig not in self.stats.replay["signatures"]:
+            self.stats.replay["signatures"].append(sig)
 
     def confirm_loop(self) -> None:
         while True:
@@ -366,6 +452,7 @@ class Campaign:
             if outcome.status == "reproduced" or (outcome.status == "different" and outcome.signature):
                 self.confirmed.add(sig)
                 self.findings.add(finding)
+                self._finding_to_corpus(finding)
                 for twin in twins:
                     self.findings.add(twin)
                 self.summary["findings"] += 1
@@ -392,7 +479,7 @@ class Campaign:
             return Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
                            triage={"stage": verdict.stage, "note": "the worker died during triage"})
         reason = worker.killed_for
-        log_tail = _tail(self.out / "workers" / f"worker-{worker.slot}.log")
+        log_tail = worker.log_tail()
         if reason == "timeout":
             symptom, key = "timeout", "timeout"
             evidence = Hung(timeout_seconds=self.config.case_timeout, worker_log_tail=log_tail)
@@ -420,7 +507,7 @@ class Campaign:
         self.fuzz_start = None
         confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
         confirmer.start()
-        workers = [Worker(slot, cfg, self.events) for slot in range(cfg.jobs)]
+        workers = [self._new_worker(slot) for slot in range(cfg.jobs)]
         last_stats = 0.0
         try:
             while True:
@@ -434,12 +521,12 @@ class Campaign:
                     fuzzing
                     and now < self.fuzz_start + cfg.budget
                     and self.stop_reason is None
-                    and (cfg.max_cases is None or self.next_index < cfg.max_cases)
+                    and (self.replay_queue or self.next_index is not None)
                     and (cfg.max_findings is None or len(self.confirmed) < cfg.max_findings)
                 )
                 for w in workers:
-                    if w.ready and not w.busy and accepting and w.assign(self.next_index):
-                        self.next_index += 1
+                    if w.ready and not w.busy and accepting:
+                        self._assign_next(w)
                 if fuzzing and not accepting and all(w.index is None or not w.ready for w in workers):
                     break
                 self._watchdog(workers, now)
@@ -459,8 +546,9 @@ class Campaign:
             self._finish_confirmations(confirmer)
             if cfg.minify_budget:
                 self._minify_findings(start)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             self.interrupted = True
+            self.interrupted_by = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
             self.progress.note("interrupted: stopping; unconfirmed candidates are kept in unconfirmed/")
             self.runner.cancel()
         finally:
@@ -472,6 +560,59 @@ class Campaign:
             self.progress.finish()
             stats = self.write_stats(time.monotonic() - start)
         return stats
+
+    # ------------------------------------------------------------ cases and the corpus
+
+    def _new_worker(self, slot: int):
+        if self.config.executor == "ray":
+            # deferred: ray is an optional extra, imported only by runs that ask for it
+            from symfuzz.ray_executor import RayWorker
+
+            return RayWorker(slot, self.config, self.events)
+        return Worker(slot, self.config, self.events)
+
+    def _corpus_cases(self) -> list:
+        """This shard's share of the stored corpus cases, replayed before any generated case."""
+        if self.corpus is None:
+            return []
+        k, n = self.config.shard or (1, 1)
+        stored = [c for c in self.corpus if c.lane in ("", self.config.lane.name)]
+        return [c for position, c in enumerate(stored) if position % n == k - 1]
+
+    def _assign_next(self, worker) -> None:
+        """Corpus replays first, then generated cases in index order."""
+        if self.replay_queue:
+            stored = self.replay_queue[0]
+            if worker.assign(CORPUS_PREFIX + stored.name, stored.case):
+                self.replay_queue.pop(0)
+                if not self.replay_queue:
+                    self.progress.note(f"replayed the corpus ({len(list(self.corpus))} cases stored); generating")
+            return
+        if self.next_index is not None and worker.assign(self.next_index):
+            self.next_index = next(self.indices, None)
+
+    def _add_to_corpus(self, case: Optional[dict], msg: dict) -> None:
+        """Keep a finished case that reached something no earlier case of this run did."""
+        if self.corpus is None or not case:
+            return
+        why = []
+        for op in sorted(set(msg.get("ops") or {})):
+            if op not in self.reached["op"]:
+                self.reached["op"].add(op)
+                why.append(f"op:{op}")
+        for shape in msg.get("guard_shapes") or []:
+            if shape not in self.reached["guards"]:
+                self.reached["guards"].add(shape)
+                why.append(f"guards:{shape}")
+        graphs, planned = msg.get("graphs") or [], msg.get("planned") or []
+        purposes = ["drawn"] * (len(graphs) - len(planned)) + list(planned)
+        for purpose, count in list(zip(purposes, graphs))[1:]:
+            # which kind of call recompiled: a drawn call, or a guard-directed one (outside a guard...)
+            if count and count > 0 and purpose not in self.reached["recompile"]:
+                self.reached["recompile"].add(purpose)
+                why.append(f"recompile:{purpose}")
+        if why and not str(msg.get("index", "")).startswith(CORPUS_PREFIX):
+            self.corpus.add(case, self.config.lane.name, why, environment().get("torch"))
 
     # ------------------------------------------------------------ the canary
 
@@ -509,10 +650,10 @@ class Campaign:
             failure = f"the canary grew past the memory limit ({self.config.memory_limit_mb} MB)"
         else:
             cause = signal.Signals(-returncode).name if returncode and returncode < 0 else f"exit {returncode}"
-            line = exception_line(_tail(worker.log_path, 4000))
+            line = exception_line(worker.log_tail())
             failure = f"the worker died running the canary ({cause})" + (f": {line}" if line else "")
         self._record_canary(failure, round(time.monotonic() - worker.since, 2),
-                            f"worker log tail ({worker.log_path}):\n{_tail(worker.log_path, 4000)}")
+                            f"worker log tail ({worker.log_path}):\n{worker.log_tail()}")
         raise CampaignError(self._canary_message(failure))
 
     def _record_canary(self, failure: Optional[str], seconds: float, detail: str) -> None:
@@ -620,7 +761,11 @@ class Campaign:
             if "internal_error" in msg:
                 self._record_internal_error(msg["index"], msg["internal_error"])
             self._record_health("internal_error" in msg or not msg["valid"])
+            if "internal_error" not in msg:
+                self._add_to_corpus(worker.case, msg)
             for verdict in verdicts[:1]:
+                if str(msg.get("index")).startswith(CORPUS_PREFIX):
+                    self.replayed_candidates.add(verdict.signature)
                 self.candidate(Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
                                        triage=msg.get("triage", {})))
             worker.index = worker.case = None
@@ -628,11 +773,12 @@ class Campaign:
         return workers
 
     def _worker_ended(self, worker: Worker, workers, accepting):
-        code = worker.proc.wait()
+        code = worker.wait()
         if worker.canary:
             self._canary_died(worker, code)
         if worker.index is not None:
             self.stats.counts["programs_generated"] += 1
+            self.stats.count_index(worker.index)
             self.stats.counts["worker_deaths"] += 1
             finding = self.death_finding(worker, code)
             if finding is not None:
@@ -647,7 +793,7 @@ class Campaign:
         worker.close()
         workers = [w for w in workers if w is not worker]
         if (accepting or self.fuzz_start is None) and self.respawns <= self.MAX_RESPAWNS:
-            workers.append(Worker(worker.slot, self.config, self.events))
+            workers.append(self._new_worker(worker.slot))
         return workers
 
     def _worker_never_ready(self, worker: Worker, code: int, workers) -> None:
@@ -658,7 +804,7 @@ class Campaign:
         alone = not any(w.ready for w in workers if w is not worker)
         if self.respawns <= self.MAX_RESPAWNS and not (alone and self.fuzz_start is None):
             return
-        line = exception_line(_tail(worker.log_path, 4000)) or "(its log says nothing)"
+        line = exception_line(worker.log_tail()) or "(its log says nothing)"
         message = f"a worker exited before it was ready (exit {code}): {line} (full log: {worker.log_path})"
         if self.fuzz_start is None:
             raise CampaignError(f"{message}. symfuzz or its environment is broken (a broken install, a bad plugin "
@@ -702,6 +848,7 @@ class Campaign:
             "duplicates": self.summary["duplicates"],
             "signatures": sorted(self.confirmed),
             "interrupted": self.interrupted,
+            "interrupted_by": self.interrupted_by,
             "minified": self.minified,
         }
         data = self.stats.to_json(wall, extra)
@@ -714,6 +861,7 @@ class Campaign:
         if self.internal.groups:
             write_json(self.out / "internal_errors.json", {"total": self.internal.total, "causes": self.internal.by_count()})
         write_json(self.out / "stats.json", data)
+        append_line(self.out / "timeline.jsonl", self.stats.timeline_line(wall, extra["confirmed"], data["time_seconds"]))
         return data
 
 

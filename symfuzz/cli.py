@@ -3,35 +3,79 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
+import signal
 import sys
 from pathlib import Path
 
-from symfuzz.campaign import Campaign, CampaignConfig, CampaignError
+from symfuzz.campaign import Campaign, CampaignConfig, CampaignError, Terminated
+from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
+from symfuzz.corpus.regression import ReferenceError, judge_against_reference, reference_torch
 from symfuzz.corpus.replay import replay_finding
 from symfuzz.corpus.store import load_findings
 from symfuzz.fuzz.specs import all_specs
+from symfuzz.gate import POLICIES, fails, gate_exit_code, judge_findings, write_gate
 from symfuzz.minifier.driver import format_report
 from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
 from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
 from symfuzz.oracles.lanes.lane import LANES, get_lane
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
 FUZZ_EXIT_CODES = """\
 exit codes:
-  0    nothing was wrong: the canary passed and the programs ran, with no finding
-  1    findings: torch is wrong (confirmed in a fresh process, or reported with --no-confirm)
-  2    usage mistake (bad option, lane not available here)
-  3    symfuzz or the environment is wrong, so the run tested nothing or too little:
-       the canary program failed, workers could not start, internal errors or invalid
-       programs dominated and the run stopped early, or internal errors exceeded 1%
-       of the programs (causes: OUT/internal_errors.json, OUT/canary.log); this wins
-       over 1: the run did not test what it was asked to, and any findings it confirmed
-       are still listed and kept
-  130  interrupted (everything found so far is kept)
+  0    nothing fails under the --fail-on policy: the canary passed and the programs
+       ran; known findings (in --baseline) and, under --fail-on regression,
+       pre-existing ones are reported but do not fail the run
+  1    failing findings: torch is wrong (confirmed in a fresh process, or reported
+       with --no-confirm) and the policy counts them: new (default: not in the
+       baseline), regression (passes under --reference-python), or any
+  2    usage mistake or bad input (bad option, lane not available here, unreadable
+       baseline, a --reference-python that cannot import torch)
+  3    something could not be judged: findings the policy needed a verdict on that
+       could not get one (a repro that could not run under the reference torch),
+       or symfuzz or the environment is wrong, so the run tested nothing or too
+       little: the canary failed, workers could not start, internal errors or
+       invalid programs dominated, or internal errors exceeded 1% of the programs
+       (causes: OUT/internal_errors.json, OUT/canary.log). A run that tested too
+       little is 3 even with failing findings, which are still listed and kept
+  130  interrupted by SIGINT (Ctrl-C); 143 terminated by SIGTERM (a cancelled CI
+       job): everything found so far is kept and stats.json, gate.json are written
 """
+
+
+REPLAY_EXIT_CODES = """\
+exit codes:
+  0    nothing fails under the policy: every finding is fixed, known (in --baseline)
+       or, under --fail-on regression, pre-existing
+  1    findings that still fail and that the policy counts
+  2    usage mistake or bad input
+  3    findings that could not be judged (a repro that could not run)
+  130 / 143  interrupted by SIGINT / SIGTERM
+"""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def fail_on_choice(text: str) -> str:
+    if text not in POLICIES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a policy; choose one of {', '.join(POLICIES)}")
+    return text
+
+
+def shard_spec(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shard; write K/N, e.g. 1/4")
+    k, n = int(m.group(1)), int(m.group(2))
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"shard {k}/{n}: K must be between 1 and N")
+    return k, n
 
 
 class UsageError(Exception):
@@ -85,6 +129,28 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--minify", action="store_true",
                       help="minify each new confirmed finding (writes FINDING/minified/repro.py)")
     fuzz.add_argument("--minify-budget", type=duration, default=300.0, help="time per finding for --minify (default 5m)")
+    gate = fuzz.add_argument_group("CI gate")
+    gate.add_argument("--baseline", type=Path, default=None, metavar="FILE",
+                      help="known findings (written by `symfuzz accept`): reported, but they do not fail the run")
+    gate.add_argument("--fail-on", type=fail_on_choice, default="new", metavar="{regression,new,any}",
+                      help="which findings fail the run: new (default; not in --baseline), regression (passes "
+                           "under --reference-python), any")
+    gate.add_argument("--reference-python", default=None, metavar="PATH",
+                      help="the Python of another environment (the last torch release, say): each confirmed "
+                           "finding's repro runs there too: regression, pre-existing or unknown")
+    gate.add_argument("--reference-timeout", type=duration, default=600.0,
+                      help="limit for one repro under --reference-python (default 10m)")
+    gate.add_argument("--corpus", type=Path, default=None, metavar="DIR",
+                      help="replay the cases stored in DIR before generating any, and add this run's "
+                           "findings and new-coverage cases to it")
+    gate.add_argument("--shard", type=shard_spec, default=None, metavar="K/N",
+                      help="run only shard K of N: case indices i with i %% N == K-1, for the same seed")
+    gate.add_argument("--report", action="store_true",
+                      help="write OUT/report/ (junit.xml, summary.md, report.html) at the end")
+    fuzz.add_argument("--executor", choices=("local", "ray"), default="local",
+                      help="where workers run: local processes (default), or a Ray cluster (pip install 'symfuzz[ray]')")
+    fuzz.add_argument("--ray-address", default=None, metavar="ADDR",
+                      help="with --executor ray: the cluster to join (default: start a local Ray instance)")
 
     minify = sub.add_parser("minify", help="shrink a finding or a failing script into a small repro that stays dynamic",
                             epilog="A script's own arguments go after `--`: symfuzz minify crash.py --jobs 2 -- --steps 3")
@@ -107,9 +173,31 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("lanes", help="list the compile lanes and whether each can run here")
     sub.add_parser("ops", help="list the op specs the generator draws from, by family")
 
-    replay = sub.add_parser("replay", help="re-run findings in fresh processes: reproduced or fixed?")
-    replay.add_argument("path", type=Path, help="a finding folder, a finding.json, or a folder of findings")
+    replay = sub.add_parser("replay", help="re-run findings in fresh processes: reproduced or fixed?",
+                            epilog=REPLAY_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    replay.add_argument("path", type=Path, nargs="?", default=None,
+                        help="a finding folder, a finding.json, or a folder of findings")
+    replay.add_argument("--baseline", type=Path, default=None, metavar="FILE",
+                        help="replay the baseline's entries (with PATH: PATH's findings, judged against the baseline); "
+                             "entries that pass now are reported as fixed, to prune")
+    replay.add_argument("--reference-python", default=None, metavar="PATH",
+                        help="also run each reproduced finding under this Python: regression, pre-existing or unknown")
+    replay.add_argument("--fail-on", type=fail_on_choice, default="new", metavar="{regression,new,any}",
+                        help="which reproduced findings fail (default new: not in --baseline)")
     replay.add_argument("--timeout", type=duration, default=600.0, help="per finding (default 10m)")
+
+    accept = sub.add_parser("accept", help="record a run's confirmed findings as known, in a baseline file")
+    accept.add_argument("out", type=Path, help="a campaign's output folder (or a merged one)")
+    accept.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE,
+                        help=f"the baseline file (default {DEFAULT_BASELINE}); created if missing")
+
+    merge = sub.add_parser("merge", help="combine the output folders of shards or runs")
+    merge.add_argument("outs", type=Path, nargs="+", metavar="OUT", help="output folders to merge")
+    merge.add_argument("--out", type=Path, required=True, help="the merged folder")
+
+    report = sub.add_parser("report", help="write JUnit XML, a Markdown summary and an HTML page for a run")
+    report.add_argument("out", type=Path, help="a campaign's (or a merge's) output folder")
+    report.add_argument("--dest", type=Path, default=None, help="where the reports go (default OUT/report)")
 
     add_opcheck_parser(sub, duration)
     return parser
@@ -127,11 +215,16 @@ def main(argv=None) -> int:
     if script_args and args.command != "minify":
         parser.error(f"arguments after `--` are only for `symfuzz minify script.py`: {' '.join(script_args)}")
     try:
+        signal.signal(signal.SIGTERM, _raise_terminated)
         return {"fuzz": cmd_fuzz, "lanes": cmd_lanes, "ops": cmd_ops, "replay": cmd_replay,
-                "minify": cmd_minify, "opcheck": cmd_opcheck}[args.command](args)
+                "minify": cmd_minify, "opcheck": cmd_opcheck, "accept": cmd_accept, "merge": cmd_merge,
+                "report": cmd_report}[args.command](args)
     except UsageError as exc:
         print(f"symfuzz {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -182,6 +275,14 @@ def cmd_fuzz(args) -> int:
         raise UsageError(f"--out {args.out} exists and is not a folder")
     if not 0 <= args.translation_validation <= 1:
         raise UsageError("--translation-validation is a share between 0 and 1, e.g. 0.05")
+    baseline = _baseline(args.baseline) if args.baseline else None
+    _check_gate(args)
+    if args.corpus is not None and args.corpus.exists() and not args.corpus.is_dir():
+        raise UsageError(f"--corpus {args.corpus} exists and is not a folder")
+    if args.ray_address and args.executor != "ray":
+        raise UsageError("--ray-address is for --executor ray")
+    if args.executor == "ray":
+        _check_ray()
     gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation,
                   "guard_planning": not args.no_guard_planning}
     if args.ops:
@@ -206,16 +307,35 @@ def cmd_fuzz(args) -> int:
         gen_config=gen_config,
         quiet=args.quiet,
         minify_budget=args.minify_budget if args.minify else None,
+        shard=args.shard,
+        corpus=args.corpus,
+        executor=args.executor,
+        ray_address=args.ray_address,
     )
-    print(f"symfuzz: lane {lane.name}, seed {args.seed}, budget {args.budget:.0f}s, {args.jobs} workers -> {args.out}",
-          file=sys.stderr)
+    shard = f", shard {args.shard[0]}/{args.shard[1]}" if args.shard else ""
+    print(f"symfuzz: lane {lane.name}, seed {args.seed}{shard}, budget {args.budget:.0f}s, {args.jobs} workers "
+          f"-> {args.out}", file=sys.stderr)
     try:
         stats = Campaign(config).run()
     except CampaignError as exc:
         print(f"symfuzz fuzz: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
-    print_summary(stats, args.out)
-    code = fuzz_exit_code(stats)
+    terminated = stats["findings"].get("interrupted_by") == "SIGTERM"
+    gate = None
+    try:
+        gate = judge_findings(args.out, args.fail_on, baseline, args.reference_python, args.reference_timeout,
+                              note=lambda message: print(message, file=sys.stderr) if not args.quiet else None)
+    except KeyboardInterrupt as exc:  # stopped while judging: what was found is kept, unjudged
+        terminated = terminated or isinstance(exc, Terminated)
+        stats["findings"]["interrupted"] = True
+    print_summary(stats, args.out, gate)
+    code = fuzz_exit_code(stats, gate)
+    if stats["findings"]["interrupted"] and terminated:
+        code = EXIT_TERMINATED
+    if gate is not None:
+        write_gate(args.out, gate, code)
+    if args.report:
+        print(f"reports    {_write_reports(args.out)}")
     problems = stats["health"]["problems"]
     if problems and code != EXIT_INTERRUPTED:
         found = stats["findings"]["confirmed"] + stats["findings"]["reported_unconfirmed"]
@@ -226,24 +346,69 @@ def cmd_fuzz(args) -> int:
     return code
 
 
-def fuzz_exit_code(stats: dict) -> int:
-    """The documented exit code (FUZZ_EXIT_CODES) for a campaign's stats.
+def fuzz_exit_code(stats: dict, gate: dict | None = None) -> int:
+    """The documented exit code (FUZZ_EXIT_CODES) for a campaign's stats and its gate.
 
     An unhealthy run wins over its findings: it stopped early or tested far
     less than asked, so a green-or-red-for-bugs answer would mislead; the
     findings it did confirm are real, printed and kept beside the cause.
+    Otherwise the gate (``symfuzz.gate``) decides which findings fail.
     """
     found = stats["findings"]
     if found["interrupted"]:
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if found.get("interrupted_by") == "SIGTERM" else EXIT_INTERRUPTED
     if stats["health"]["problems"]:
         return EXIT_ENVIRONMENT
+    if gate is not None:
+        return gate_exit_code(gate)
     if found["confirmed"] or found["reported_unconfirmed"]:
         return EXIT_FINDINGS
     return EXIT_OK
 
 
-def print_summary(stats: dict, out: Path) -> None:
+def _baseline(path: Path):
+    try:
+        return load_baseline(path)
+    except BaselineError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_gate(args) -> None:
+    """Check --fail-on against --reference-python, and make the latter an absolute path
+    (repros run in their own folders) that can import torch."""
+    policy, reference_python = args.fail_on, args.reference_python
+    if policy == "regression" and not reference_python:
+        raise UsageError("--fail-on regression needs --reference-python: a regression is a finding that passes there")
+    if reference_python:
+        found = shutil.which(reference_python) if os.sep not in reference_python else reference_python
+        if not found:
+            raise UsageError(f"--reference-python {reference_python} is not a file or a command on PATH")
+        # absolute, but not resolved: a venv's python is a symlink whose target is another environment
+        args.reference_python = reference_python = os.path.abspath(found)
+        try:
+            version = reference_torch(reference_python)
+        except ReferenceError as exc:
+            raise UsageError(str(exc)) from None
+        print(f"symfuzz: reference torch {version} at {reference_python}", file=sys.stderr)
+
+
+def _check_ray() -> None:
+    try:
+        # deferred: ray is an optional extra; only --executor ray needs it
+        import ray  # noqa: F401
+    except ImportError:
+        raise UsageError("--executor ray needs Ray: pip install 'symfuzz[ray]'") from None
+
+
+def _write_reports(out: Path, dest: Path | None = None) -> str:
+    # deferred: the report writers are only needed at the end of a run that asks for them
+    from symfuzz.report import write_reports
+
+    paths = write_reports(out, dest)
+    return ", ".join(str(p) for p in paths.values())
+
+
+def print_summary(stats: dict, out: Path, gate: dict | None = None) -> None:
     p, c, f = stats["programs"], stats["calls"], stats["findings"]
     share = stats["time_share"]
     print()
@@ -255,8 +420,20 @@ def print_summary(stats: dict, out: Path) -> None:
     print(f"findings   {f['confirmed']} confirmed in a fresh process, {f['flaky']} flaky, "
           f"{f['unconfirmed']} not yet confirmed, {f['suspect']} suspect (lane artefacts?), {f['duplicates']} duplicates"
           + (f", {f['reported_unconfirmed']} reported without confirmation" if f["reported_unconfirmed"] else ""))
+    replay = stats.get("replay") or {}
+    if replay.get("stored"):
+        print(f"corpus     {replay['cases']}/{replay['stored']} stored cases replayed first"
+              + (f", failing: {', '.join(replay['signatures'])}" if replay.get("signatures") else ""))
+    judged = (gate or {}).get("findings", {})
     for sig in f["signatures"]:
-        print(f"  {sig}: python {out / 'findings' / sig / 'repro.py'}")
+        entry = judged.get(sig)
+        label = ""
+        if entry is not None:
+            label = ("known" if entry["known"] else "NEW") + (f", {entry['regression']}" if entry["regression"] else "")
+            label = f"[{label}{', fails the run' if entry['fails'] else ''}] "
+        print(f"  {sig}: {label}python {out / 'findings' / sig / 'repro.py'}")
+        if entry is not None and entry.get("reference"):
+            print(f"    reference: {entry['reference']['reason']}")
         minified = f.get("minified", {}).get(sig)
         if minified and "after" in minified:
             print(f"    minified to {minified['after'].get('ops')} ops, {minified['after'].get('calls')} calls: "
@@ -283,26 +460,106 @@ def print_internal_errors(stats: dict, out: Path, shown: int = 5) -> None:
 
 
 def cmd_replay(args) -> int:
-    if not args.path.exists():
-        raise UsageError(f"{args.path} does not exist")
-    try:
-        findings = load_findings(args.path)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    """Replay findings (PATH's, or the baseline's entries): reproduced, fixed, or could not run."""
+    if args.path is None and args.baseline is None:
+        raise UsageError("give a finding path, --baseline FILE, or both")
+    baseline = _baseline(args.baseline) if args.baseline else None
+    _check_gate(args)
+    if args.path is not None:
+        if not args.path.exists():
+            raise UsageError(f"{args.path} does not exist")
+        try:
+            findings = [(folder / "repro.py", f) for folder, f in load_findings(args.path)]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        try:
+            findings = [(f"{args.baseline}#{sig}", f) for sig, f in baseline.findings()]
+        except BaselineError as exc:
+            raise UsageError(str(exc)) from None
     if not findings:
-        raise UsageError(f"no finding.json under {args.path}")
-    reproduced = 0
-    for folder, finding in findings:
-        print(f"{finding.signature}: replaying ({finding.verdict.symptom} on {finding.lane['name']}) ...", flush=True)
+        raise UsageError(f"no findings in {args.path or args.baseline}")
+    counts = {"reproduced": 0, "fixed": 0, "failing": 0, "unjudged": 0}
+    fixed_known = []
+    for where, finding in findings:
+        sig = finding.signature
+        known = baseline is not None and sig in baseline
+        print(f"{sig}: replaying ({finding.verdict.symptom} on {finding.lane['name']}"
+              f"{', known' if known else ''}) ...", flush=True)
         outcome = replay_finding(finding, timeout=args.timeout)
-        reproduced += outcome.status == "reproduced" or (outcome.status == "different" and bool(outcome.signature))
+        still_fails = outcome.status == "reproduced" or (outcome.status == "different" and bool(outcome.signature))
         note = {"reproduced": "REPRODUCED: the bug is still present",
                 "different": f"FAILS DIFFERENTLY (signature {outcome.signature})",
-                "fixed": "fixed: compiled now matches eager",
-                "broken": f"could not run (exit {outcome.returncode}); output tail:\n{outcome.output_tail[-1500:]}"}[outcome.status]
-        print(f"{finding.signature}: {note}  [{outcome.seconds}s]  repro: {folder / 'repro.py'}")
-    print(f"{reproduced}/{len(findings)} reproduced")
-    return EXIT_FINDINGS if reproduced else EXIT_OK
+                "fixed": "FIXED: compiled now matches eager" + ("; prune it from the baseline" if known else ""),
+                "broken": f"could not run ({outcome.reason}); output tail:\n{outcome.output_tail[-1500:]}"}[outcome.status]
+        regression = None
+        if still_fails and args.reference_python and (not known or args.fail_on == "any"):
+            verdict = judge_against_reference(finding, args.reference_python, args.timeout)
+            regression = verdict.status
+            note += f"; {verdict.status} ({verdict.reason})"
+        print(f"{sig}: {note}  [{outcome.seconds}s]  repro: {where}")
+        if outcome.status == "fixed" and known:
+            fixed_known.append(sig)
+        counts["reproduced"] += still_fails
+        counts["fixed"] += outcome.status == "fixed"
+        if still_fails:
+            entry = {"known": known, "regression": regression}
+            if fails(args.fail_on, entry):
+                counts["failing"] += 1
+            elif args.fail_on == "regression" and not known and regression in (None, "unknown"):
+                counts["unjudged"] += 1
+        elif outcome.status == "broken":
+            counts["unjudged"] += 1
+    print(f"{counts['reproduced']}/{len(findings)} reproduced, {counts['fixed']} fixed"
+          + (f" ({len(fixed_known)} baseline entries no longer reproduce: {', '.join(fixed_known)})" if fixed_known else "")
+          + (f", {counts['unjudged']} could not be judged" if counts["unjudged"] else ""))
+    if counts["failing"]:
+        return EXIT_FINDINGS
+    return EXIT_ENVIRONMENT if counts["unjudged"] else EXIT_OK
+
+
+def cmd_accept(args) -> int:
+    """Record OUT's confirmed findings in the baseline (existing entries stay as they are)."""
+    findings_dir = args.out / "findings"
+    if not (args.out / "stats.json").exists() and not findings_dir.is_dir():
+        raise UsageError(f"{args.out} is not a symfuzz output folder (no stats.json, no findings/)")
+    try:
+        findings = [f for _, f in load_findings(findings_dir)] if findings_dir.is_dir() else []
+        baseline = load_baseline(args.baseline, missing_ok=True)
+    except (ValueError, BaselineError) as exc:
+        raise UsageError(str(exc)) from None
+    added = baseline.accept(findings)
+    if added or not args.baseline.exists():
+        baseline.save()
+    for sig in added:
+        print(f"accepted {sig}: {baseline.entries[sig]['description']}")
+    print(f"{args.baseline}: {len(added)} new, {len(findings) - len(added)} already known, "
+          f"{len(baseline.entries)} entries (fill in each entry's \"reason\", e.g. a link to the upstream issue)")
+    return EXIT_OK
+
+
+def cmd_merge(args) -> int:
+    # deferred: merging is its own command; the fuzz path does not need it
+    from symfuzz.merge import MergeError, merge_outputs
+
+    try:
+        stats = merge_outputs(list(args.outs), args.out)
+    except MergeError as exc:
+        raise UsageError(str(exc)) from None
+    f = stats["findings"]
+    print(f"merged {len(args.outs)} folders into {args.out}: {stats['programs']['generated']} programs, "
+          f"{stats['calls']['checked']} calls checked, {f['confirmed']} findings ({', '.join(f['signatures']) or 'none'})")
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    if not (args.out / "stats.json").exists():
+        raise UsageError(f"{args.out} is not a symfuzz output folder (no stats.json)")
+    try:
+        print(_write_reports(args.out, args.dest))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return EXIT_OK
 
 
 def cmd_minify(args) -> int:

@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import traceback
 from dataclasses import replace
 
 from symfuzz.canary import canary_case
+from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.drawing import generate
 from symfuzz.oracles.lanes.lane import get_lane, prepare_process
 
@@ -81,7 +83,15 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         "rejected": sum(1 for c in calls if "error" in c.compiled and "error" not in c.eager
                         and script_runtime.rejection(c.compiled["error"], run.context) == "rejected"),
         "first_errors": _first_errors(calls),
+        "guard_shapes": guard_shapes(run.guards.get("guards") or []),
     }
+
+
+def guard_shapes(guards: list[str], limit: int = 50) -> list[str]:
+    """The guards' texts with input names and numbers erased: what makes a case's
+    guards new to the corpus is their form, not the sizes it was drawn at."""
+    shapes = {re.sub(r"\d+", "N", re.sub(r"L\['\w+'\]", "X", text)) for text in guards}
+    return sorted(shapes)[:limit]
 
 
 def _first_errors(calls) -> dict:
@@ -110,11 +120,12 @@ def run_canary(lane) -> dict:
     return {**result, "event": "canary", "total_seconds": time.perf_counter() - t0}
 
 
-def run_generated(index: int, seed: int, config, lane, send) -> None:
-    """Generate case ``index``, run it, and send its "started" and "result" events."""
+def run_generated(index, seed: int, config, lane, send, stored=None) -> None:
+    """Generate case ``index`` (or take the ``stored`` case JSON of a corpus replay),
+    run it, and send its "started" and "result" events."""
     t0 = time.perf_counter()
     try:
-        case = generate(seed, index, config)
+        case = Case.from_json(stored) if stored is not None else generate(seed, index, config)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
@@ -123,9 +134,10 @@ def run_generated(index: int, seed: int, config, lane, send) -> None:
     generate_seconds = time.perf_counter() - t0
     send({"event": "started", "index": index, "case": case.to_json()})
     try:
+        # A stored case is the case as it ran, planned calls included: it is not planned again.
         result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}),
                           on_plan=lambda c: send({"event": "planned", "index": index, "case": c.to_json()}),
-                          plan=config.guard_planning)
+                          plan=config.guard_planning and stored is None)
     except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
         send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
         return
@@ -168,7 +180,7 @@ def main(argv=None) -> int:
         if request.get("canary"):
             send(run_canary(lane))
         else:
-            run_generated(request["index"], args.seed, config, lane, send)
+            run_generated(request["index"], args.seed, config, lane, send, request.get("case"))
     return 0
 
 

@@ -93,6 +93,31 @@ def plant_memory_hog_on_sigmoid():
     registry._COMPILER_FNS["eager"] = hogging_backend
 
 
+def plant_tanh_wrong_in_eager_backend():
+    """A cheap miscompile, for tests that need a real value finding fast: the
+    Dynamo-only "eager" backend returns every floating output plus one when
+    its graph contains torch.tanh (nothing is compiled by Inductor, so a
+    campaign on the eager lane finds it in seconds)."""
+    import torch
+    from torch._dynamo.backends import registry
+
+    original = registry.lookup_backend("eager")
+
+    def wrong_backend(gm, example_inputs):
+        compiled = original(gm, example_inputs)
+        if not any(node.target in (torch.tanh, torch.Tensor.tanh) for node in gm.graph.nodes):
+            return compiled
+
+        def shifted(*args):
+            outs = compiled(*args)
+            bump = lambda t: t + 1 if isinstance(t, torch.Tensor) and t.is_floating_point() else t  # noqa: E731
+            return type(outs)(bump(t) for t in outs) if isinstance(outs, (list, tuple)) else bump(outs)
+
+        return shifted
+
+    registry._COMPILER_FNS["eager"] = wrong_backend
+
+
 def _drop_shape_guards(should_drop):
     """Make Dynamo leave out the shape guards ``should_drop(python_expr)`` picks.
 
@@ -229,6 +254,7 @@ PLANTS = {
     "abs-symbolic": plant_abs_wrong_when_symbolic,
     "segfault-cos": plant_segfault_on_cos,
     "hang-sin": plant_hang_on_sin,
+    "tanh-wrong-eager": plant_tanh_wrong_in_eager_backend,
     "oom-sigmoid": plant_memory_hog_on_sigmoid,
     "symbolic-lowering-crash": plant_symbolic_lowering_crash,
     "generator-fault-most": plant_generator_fault_most,
