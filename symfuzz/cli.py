@@ -22,6 +22,7 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
 from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
 from symfuzz.oracles.lanes.lane import LANES, get_lane
+from symfuzz.report import write_reports
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
@@ -335,7 +336,10 @@ def cmd_fuzz(args) -> int:
     if gate is not None:
         write_gate(args.out, gate, code)
     if args.report:
-        print(f"reports    {_write_reports(args.out)}")
+        try:
+            print(f"reports    {_write_reports(args.out)}")
+        except (OSError, ValueError) as exc:  # the run's verdict stands; only its reports are missing
+            print(f"symfuzz fuzz: could not write the reports: {exc}", file=sys.stderr)
     problems = stats["health"]["problems"]
     if problems and code != EXIT_INTERRUPTED:
         found = stats["findings"]["confirmed"] + stats["findings"]["reported_unconfirmed"]
@@ -401,9 +405,6 @@ def _check_ray() -> None:
 
 
 def _write_reports(out: Path, dest: Path | None = None) -> str:
-    # deferred: the report writers are only needed at the end of a run that asks for them
-    from symfuzz.report import write_reports
-
     paths = write_reports(out, dest)
     return ", ".join(str(p) for p in paths.values())
 
@@ -559,6 +560,9 @@ def cmd_report(args) -> int:
         print(_write_reports(args.out, args.dest))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    except OSError as exc:
+        print(f"symfuzz report: cannot write the reports: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     return EXIT_OK
 
 

@@ -1,6 +1,6 @@
 """Planted torch bugs for symfuzz's quality tests.
 
-When SYMFUZZ_PLANT names a plant, this file (on PYTHONPATH, so Python runs
+When SYMFUZZ_PLANT names a plant (or several, comma-separated), this file (on PYTHONPATH, so Python runs
 it at start-up in every process: campaign workers and fresh-process repro
 runs alike) breaks torch in one specific, realistic way (or, for the
 generator-fault plants, symfuzz itself). Without the variable it does nothing.
@@ -93,10 +93,10 @@ def plant_memory_hog_on_sigmoid():
     registry._COMPILER_FNS["eager"] = hogging_backend
 
 
-def plant_tanh_wrong_in_eager_backend():
+def _wrong_in_eager_backend(targets):
     """A cheap miscompile, for tests that need a real value finding fast: the
     Dynamo-only "eager" backend returns every floating output plus one when
-    its graph contains torch.tanh (nothing is compiled by Inductor, so a
+    its graph calls one of ``targets`` (nothing is compiled by Inductor, so a
     campaign on the eager lane finds it in seconds)."""
     import torch
     from torch._dynamo.backends import registry
@@ -105,7 +105,7 @@ def plant_tanh_wrong_in_eager_backend():
 
     def wrong_backend(gm, example_inputs):
         compiled = original(gm, example_inputs)
-        if not any(node.target in (torch.tanh, torch.Tensor.tanh) for node in gm.graph.nodes):
+        if not any(node.target in targets for node in gm.graph.nodes):
             return compiled
 
         def shifted(*args):
@@ -116,6 +116,18 @@ def plant_tanh_wrong_in_eager_backend():
         return shifted
 
     registry._COMPILER_FNS["eager"] = wrong_backend
+
+
+def plant_tanh_wrong_in_eager_backend():
+    import torch
+
+    _wrong_in_eager_backend((torch.tanh, torch.Tensor.tanh))
+
+
+def plant_exp_wrong_in_eager_backend():
+    import torch
+
+    _wrong_in_eager_backend((torch.exp, torch.Tensor.exp))
 
 
 def _drop_shape_guards(should_drop):
@@ -255,11 +267,14 @@ PLANTS = {
     "segfault-cos": plant_segfault_on_cos,
     "hang-sin": plant_hang_on_sin,
     "tanh-wrong-eager": plant_tanh_wrong_in_eager_backend,
+    "exp-wrong-eager": plant_exp_wrong_in_eager_backend,
     "oom-sigmoid": plant_memory_hog_on_sigmoid,
     "symbolic-lowering-crash": plant_symbolic_lowering_crash,
     "generator-fault-most": plant_generator_fault_most,
     "generator-fault-some": plant_generator_fault_some,
 }
 
-if PLANT:
-    PLANTS[PLANT]()
+# Several plants at once: SYMFUZZ_PLANT=tanh-wrong-eager,exp-wrong-eager (a "new" environment
+# with two bugs beside a reference environment with one).
+for _name in filter(None, PLANT.split(",")):
+    PLANTS[_name]()

@@ -1,0 +1,162 @@
+"""The CI gate end to end, on planted bugs: regression verdicts against a reference
+Python, the known-findings baseline, corpus replay first, exit codes, SIGTERM.
+
+The "new" environment has two planted miscompiles (tanh and exp, in the eager
+backend); the reference environment, an interpreter wrapper that loads the
+plants through sitecustomize as the new one does, has only the exp one. So
+the tanh finding is a regression and the exp finding is pre-existing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, planted_env
+
+from symfuzz.corpus.case_corpus import CaseCorpus, case_digest
+
+NEW_PLANTS = "tanh-wrong-eager,exp-wrong-eager"
+CAMPAIGN = ["--lane", "eager", "--ops", "tanh,exp,add", "--max-ops", "3", "--max-cases", "6", "--jobs", "1",
+            "--seed", "0", "--quiet"]
+
+
+def symfuzz(args, env_extra, cwd=None, timeout=900):
+    env = dict(os.environ)
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-m", "symfuzz.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=cwd or ROOT)
+
+
+def wrapper(path: Path, plant: str) -> Path:
+    """An interpreter of a "reference environment": this Python with other plants."""
+    path.write_text(f"#!/bin/sh\nexport SYMFUZZ_PLANT={plant}\nexec {sys.executable} \"$@\"\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """One campaign in the new environment, judged against the reference, appending to a corpus."""
+    tmp = tmp_path_factory.mktemp("gate")
+    reference = wrapper(tmp / "reference-python", "exp-wrong-eager")
+    out, corpus = tmp / "A", tmp / "corpus"
+    done = symfuzz(["fuzz", *CAMPAIGN, "--out", out, "--corpus", corpus, "--reference-python", reference,
+                    "--fail-on", "regression"], planted_env(NEW_PLANTS))
+    return tmp, out, corpus, done
+
+
+def gate(out: Path) -> dict:
+    return json.loads((out / "gate.json").read_text())
+
+
+def test_a_bug_only_in_the_new_environment_is_a_regression_and_fails_the_run(first_run):
+    _, out, _, done = first_run
+    assert done.returncode == 1, done.stdout + done.stderr
+    judged = gate(out)
+    assert judged["policy"] == "regression" and judged["exit_code"] == 1
+    classes = {e["regression"] for e in judged["findings"].values()}
+    assert classes == {"regression", "pre-existing"}, judged["findings"]
+    for sig, entry in judged["findings"].items():
+        ops = entry["description"].split("(ops:")[-1]
+        if entry["regression"] == "regression":
+            assert "tanh" in ops and "passes under torch" in entry["reference"]["reason"]
+            assert entry["fails"] is True
+            assert f"{sig}: [NEW, regression, fails the run]" in done.stdout
+        else:  # fails there too: the exp bug
+            assert "exp" in ops and entry["fails"] is False
+            assert entry["reference"]["status"] == "pre-existing"
+
+
+def test_accepted_findings_are_known_on_the_next_run_and_the_corpus_replays_first(first_run):
+    tmp, out, corpus, _ = first_run
+    baseline = tmp / "baseline.json"
+    accepted = symfuzz(["accept", out, "--baseline", baseline], {})
+    assert accepted.returncode == 0, accepted.stderr
+    text = baseline.read_text()
+    entries = json.loads(text)["entries"]
+    assert set(entries) == set(gate(out)["findings"])
+    for sig, entry in entries.items():
+        assert {"signature", "symptom", "lane", "description", "torch", "first_seen", "repro", "reason"} <= set(entry)
+        assert entry["signature"] == sig and entry["reason"] == ""
+    assert symfuzz(["accept", out, "--baseline", baseline], {}).returncode == 0
+    assert baseline.read_text() == text, "accepting the same findings again changed the file"
+
+    stored = {c.name for c in CaseCorpus(corpus)}
+    assert stored, "the first run stored no case in the corpus"
+    out2 = tmp / "B"
+    again = symfuzz(["fuzz", *CAMPAIGN, "--out", out2, "--corpus", corpus, "--baseline", baseline],
+                    planted_env(NEW_PLANTS))
+    assert again.returncode == 0, again.stdout + again.stderr
+    judged = gate(out2)
+    assert judged["findings"] and all(e["known"] and not e["fails"] for e in judged["findings"].values())
+    for sig in judged["findings"]:
+        assert f"{sig}: [known]" in again.stdout
+    stats = json.loads((out2 / "stats.json").read_text())
+    assert stats["replay"]["cases"] == len(stored)
+    assert set(stats["replay"]["signatures"]) & set(entries)
+    # The first candidate of the run came from a stored case: found in the replay phase,
+    # before any new case was generated.
+    first = json.loads((out2 / "candidates.jsonl").read_text().splitlines()[0])
+    assert case_digest(first["case"]) in stored
+
+
+def test_replaying_the_baseline_where_the_bugs_are_gone_reports_them_fixed(first_run, tmp_path):
+    _, out, _, _ = first_run
+    baseline = tmp_path / "baseline.json"
+    assert symfuzz(["accept", out, "--baseline", baseline], {}).returncode == 0
+    fixed = symfuzz(["replay", "--baseline", baseline], {"SYMFUZZ_PLANT": ""})
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert fixed.stdout.count("FIXED") == len(json.loads(baseline.read_text())["entries"])
+    assert "baseline entries no longer reproduce" in fixed.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["fuzz", "--fail-on", "regression"], "needs --reference-python"),
+    (["fuzz", "--reference-python", "/no/such/python"], "does not exist"),
+    (["fuzz", "--reference-python", "no-such-python-here"], "not a file or a command"),
+    (["fuzz", "--shard", "3/2"], "between 1 and N"),
+    (["fuzz", "--fail-on", "everything"], "not a policy"),
+    (["accept", "/no/such/out"], "not a symfuzz output folder"),
+    (["replay"], "--baseline"),
+])
+def test_bad_gate_options_are_usage_errors(args, message, tmp_path):
+    done = symfuzz(args, {}, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unreadable_baseline_is_a_usage_error(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    done = symfuzz(["fuzz", "--baseline", tmp_path / "bad.json", "--lane", "eager"], {}, cwd=tmp_path)
+    assert done.returncode == 2 and "not readable JSON" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_sigterm_keeps_the_results_and_exits_143(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, **planted_env("tanh-wrong-eager"))
+    proc = subprocess.Popen([sys.executable, "-m", "symfuzz.cli", "fuzz", "--lane", "eager", "--ops", "tanh,add",
+                             "--max-ops", "3", "--budget", "10m", "--jobs", "1", "--quiet", "--out", str(out)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    # Wait until the run has generated something, so there is something to keep.
+    while time.monotonic() < deadline:
+        stats = out / "stats.json"
+        if stats.exists() and json.loads(stats.read_text())["programs"]["generated"] > 0:
+            break
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stdout + stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["findings"]["interrupted"] and stats["findings"]["interrupted_by"] == "SIGTERM"
+    assert stats["programs"]["generated"] > 0
+    assert json.loads((out / "gate.json").read_text())["exit_code"] == 143
+    shutil.rmtree(out, ignore_errors=True)
