@@ -17,6 +17,7 @@ from symfuzz.corpus.replay import replay_finding
 from symfuzz.corpus.store import load_findings
 from symfuzz.fuzz.specs import all_specs
 from symfuzz.gate import POLICIES, fails, gate_exit_code, judge_findings, write_gate
+from symfuzz.merge import MergeError, merge_outputs
 from symfuzz.minifier.driver import format_report
 from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
@@ -192,9 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
     accept.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE,
                         help=f"the baseline file (default {DEFAULT_BASELINE}); created if missing")
 
-    merge = sub.add_parser("merge", help="combine the output folders of shards or runs")
+    merge = sub.add_parser("merge", help="combine the output folders of shards or runs, and judge the result",
+                           epilog="exit codes: as `symfuzz fuzz` (0, 1, 2, 3), for the merged findings",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     merge.add_argument("outs", type=Path, nargs="+", metavar="OUT", help="output folders to merge")
     merge.add_argument("--out", type=Path, required=True, help="the merged folder")
+    merge.add_argument("--baseline", type=Path, default=None, metavar="FILE",
+                       help="judge the merged findings against this baseline (writes DIR/gate.json)")
+    merge.add_argument("--fail-on", type=fail_on_choice, default="new", metavar="{regression,new,any}",
+                       help="which merged findings fail (exit 1): new (default), regression, any")
+    merge.add_argument("--reference-python", default=None, metavar="PATH",
+                       help="classify the merged findings against this Python (see fuzz --reference-python)")
+    merge.add_argument("--reference-timeout", type=duration, default=600.0, help="per repro (default 10m)")
 
     report = sub.add_parser("report", help="write JUnit XML, a Markdown summary and an HTML page for a run")
     report.add_argument("out", type=Path, help="a campaign's (or a merge's) output folder")
@@ -540,9 +550,8 @@ def cmd_accept(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    # deferred: merging is its own command; the fuzz path does not need it
-    from symfuzz.merge import MergeError, merge_outputs
-
+    baseline = _baseline(args.baseline) if args.baseline else None
+    _check_gate(args)
     try:
         stats = merge_outputs(list(args.outs), args.out)
     except MergeError as exc:
@@ -550,7 +559,16 @@ def cmd_merge(args) -> int:
     f = stats["findings"]
     print(f"merged {len(args.outs)} folders into {args.out}: {stats['programs']['generated']} programs, "
           f"{stats['calls']['checked']} calls checked, {f['confirmed']} findings ({', '.join(f['signatures']) or 'none'})")
-    return EXIT_OK
+    # The merged run is judged as one run: the same gate, the same exit codes.
+    gate = judge_findings(args.out, args.fail_on, baseline, args.reference_python, args.reference_timeout,
+                          note=lambda message: print(message, file=sys.stderr))
+    # A shard that was interrupted still counts for what it ran; one that tested too little does not.
+    code = EXIT_ENVIRONMENT if stats["health"]["problems"] else gate_exit_code(gate)
+    write_gate(args.out, gate, code)
+    for sig, entry in gate["findings"].items():
+        label = ("known" if entry["known"] else "NEW") + (f", {entry['regression']}" if entry["regression"] else "")
+        print(f"  {sig}: [{label}{', fails' if entry['fails'] else ''}] {entry['description']}")
+    return code
 
 
 def cmd_report(args) -> int:
