@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from symfuzz.fuzz.ir import BranchNode, CondNode, ExprNode, OpNode, Program
@@ -88,6 +88,12 @@ class Case:
     @property
     def source(self) -> str:
         return self.program.render()
+
+    def without_planned_calls(self) -> "Case":
+        """The case as drawn: guard-directed calls (``symbols["planned"]``) removed, so that a
+        stored case replays with calls planned from the guards the installed torch makes."""
+        drawn = tuple(c for c in self.schedule.calls if "planned" not in c.symbols)
+        return replace(self, schedule=replace(self.schedule, calls=drawn))
 
     def output_ops(self) -> list[str]:
         """For each returned value, the op that produced it ("input" for inputs)."""

@@ -121,11 +121,11 @@ def run_canary(lane) -> dict:
 
 
 def run_generated(index, seed: int, config, lane, send, stored=None) -> None:
-    """Generate case ``index`` (or take the ``stored`` case JSON of a corpus replay),
-    run it, and send its "started" and "result" events."""
+    """Generate case ``index`` (or take the ``stored`` case JSON of a corpus replay, its
+    guard-directed calls planned again), run it, and send its "started" and "result" events."""
     t0 = time.perf_counter()
     try:
-        case = Case.from_json(stored) if stored is not None else generate(seed, index, config)
+        case = Case.from_json(stored).without_planned_calls() if stored is not None else generate(seed, index, config)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
@@ -134,10 +134,9 @@ def run_generated(index, seed: int, config, lane, send, stored=None) -> None:
     generate_seconds = time.perf_counter() - t0
     send({"event": "started", "index": index, "case": case.to_json()})
     try:
-        # A stored case is the case as it ran, planned calls included: it is not planned again.
         result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}),
                           on_plan=lambda c: send({"event": "planned", "index": index, "case": c.to_json()}),
-                          plan=config.guard_planning and stored is None)
+                          plan=config.guard_planning)
     except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
         send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
         return

@@ -22,6 +22,7 @@ import pytest
 from conftest import ROOT, planted_env
 
 from symfuzz.corpus.case_corpus import CaseCorpus, case_digest
+from symfuzz.fuzz.case import Case
 
 NEW_PLANTS = "tanh-wrong-eager,exp-wrong-eager"
 CAMPAIGN = ["--lane", "eager", "--ops", "tanh,exp,add", "--max-ops", "3", "--max-cases", "6", "--jobs", "1",
@@ -103,9 +104,23 @@ def test_accepted_findings_are_known_on_the_next_run_and_the_corpus_replays_firs
     assert stats["replay"]["cases"] == len(stored)
     assert set(stats["replay"]["signatures"]) & set(entries)
     # The first candidate of the run came from a stored case: found in the replay phase,
-    # before any new case was generated.
+    # before any new case was generated. (A stored case replays with its guard-directed
+    # calls planned again, from the guards of the torch installed now.)
     first = json.loads((out2 / "candidates.jsonl").read_text().splitlines()[0])
-    assert case_digest(first["case"]) in stored
+    assert drawn_digest(first["case"]) in {drawn_digest(c.case) for c in CaseCorpus(corpus) if c.name in stored}
+
+
+def drawn_digest(case: dict) -> str:
+    return case_digest(Case.from_json(case).without_planned_calls().to_json())
+
+
+def test_a_reference_torch_that_lacks_what_a_repro_needs_is_unknown_with_the_reason(first_run, tmp_path):
+    _, out, _, _ = first_run
+    old = wrapper(tmp_path / "old-python", "torch-without-compile")
+    done = symfuzz(["replay", out, "--reference-python", old, "--fail-on", "regression"], planted_env(NEW_PLANTS))
+    assert done.returncode == 3, done.stdout + done.stderr  # findings that could not be judged
+    assert "unknown (could not be judged under torch" in done.stdout
+    assert "that torch lacks torch.compile" in done.stdout and "Traceback" not in done.stdout
 
 
 def test_replaying_the_baseline_where_the_bugs_are_gone_reports_them_fixed(first_run, tmp_path):

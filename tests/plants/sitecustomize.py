@@ -130,6 +130,13 @@ def plant_exp_wrong_in_eager_backend():
     _wrong_in_eager_backend((torch.exp, torch.Tensor.exp))
 
 
+def plant_torch_without_compile():
+    """An "older torch" for reference-environment tests: one that lacks torch.compile."""
+    import torch
+
+    del torch.compile
+
+
 def _drop_shape_guards(should_drop):
     """Make Dynamo leave out the shape guards ``should_drop(python_expr)`` picks.
 
@@ -268,6 +275,7 @@ PLANTS = {
     "hang-sin": plant_hang_on_sin,
     "tanh-wrong-eager": plant_tanh_wrong_in_eager_backend,
     "exp-wrong-eager": plant_exp_wrong_in_eager_backend,
+    "torch-without-compile": plant_torch_without_compile,
     "oom-sigmoid": plant_memory_hog_on_sigmoid,
     "symbolic-lowering-crash": plant_symbolic_lowering_crash,
     "generator-fault-most": plant_generator_fault_most,
