@@ -281,7 +281,7 @@ def flatten(value, prefix="out"):
 
 
 def compare(eager, compiled, reference=None):
-    """None if ``compiled`` matches ``eager``; else {"symptom", "path", "detail"}.
+    """None if ``compiled`` matches ``eager``; else {"symptom", "path", "kind", "detail"}.
 
     The one judging function: the oracles (through ``judge_call``), the
     minifier's capture, opcheck's Inductor check and every script symfuzz
@@ -291,22 +291,29 @@ def compare(eager, compiled, reference=None):
     eager against the fp64 reference (``within_reference``).
     ``reference`` is a zero-argument callable giving the fp64 reference tree
     (same structure), computed only when a direct comparison fails.
+    ``detail`` is for people; ``kind`` says how the output differs, in
+    words free of sizes and values, for the signature (``failure_key``).
     """
     e_leaves, c_leaves = flatten(eager), flatten(compiled)
     if len(e_leaves) != len(c_leaves):
-        return {"symptom": "metadata-mismatch", "path": "out", "detail": f"{len(c_leaves)} outputs, eager has {len(e_leaves)}"}
+        return {"symptom": "metadata-mismatch", "path": "out",
+                "kind": "count:" + ("more" if len(c_leaves) > len(e_leaves) else "fewer"),
+                "detail": f"{len(c_leaves)} outputs, eager has {len(e_leaves)}"}
     ref_leaves = None
     for index, ((path, e), (_, c)) in enumerate(zip(e_leaves, c_leaves)):
         if isinstance(e, torch.Tensor) != isinstance(c, torch.Tensor):
-            return {"symptom": "metadata-mismatch", "path": path, "detail": f"compiled gave {type(c).__name__}, eager {type(e).__name__}"}
+            return {"symptom": "metadata-mismatch", "path": path, "kind": f"type:{_type_name(e)}->{_type_name(c)}",
+                    "detail": f"compiled gave {type(c).__name__}, eager {type(e).__name__}"}
         if not isinstance(e, torch.Tensor):
             if e != c and not (e != e and c != c):  # NaN == NaN here
-                return {"symptom": "value-mismatch", "path": path, "detail": f"compiled {c!r}, eager {e!r}"}
+                kind = f"scalar:{_type_name(e)}" + ("" if type(e) is type(c) else f"->{_type_name(c)}")
+                return {"symptom": "value-mismatch", "path": path, "kind": kind, "detail": f"compiled {c!r}, eager {e!r}"}
             continue
         if e.shape != c.shape or e.dtype != c.dtype:
             return {
                 "symptom": "metadata-mismatch",
                 "path": path,
+                "kind": metadata_kind(e, c),
                 "detail": f"compiled {c.dtype}{list(c.shape)}, eager {e.dtype}{list(e.shape)}",
             }
         if tensors_close(e, c):
@@ -318,8 +325,64 @@ def compare(eager, compiled, reference=None):
             r = ref_leaves[index][1] if index < len(ref_leaves) else None
             if isinstance(r, torch.Tensor) and r.shape == e.shape and within_reference(e, c, r):
                 continue
-        return {"symptom": "value-mismatch", "path": path, "detail": mismatch_detail(e, c)}
+        return {"symptom": "value-mismatch", "path": path, "kind": value_kind(e, c), "detail": mismatch_detail(e, c)}
     return None
+
+
+def _type_name(value):
+    return "Tensor" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def dtype_family(dtype):
+    """"float", "complex", "int" or "bool": what a value bug's signature names of its output's dtype.
+
+    A family, not the dtype: campaigns draw float32, float64, float16 and
+    bfloat16 inputs at random and the minifier turns the others into
+    float32, so one arithmetic bug shows in any of them; integer and boolean
+    results come from other code (index math, comparisons) and other bugs.
+    """
+    if dtype == torch.bool:
+        return "bool"
+    if dtype.is_complex:
+        return "complex"
+    return "float" if dtype.is_floating_point else "int"
+
+
+def metadata_kind(e, c):
+    """How two tensors' metadata differ (eager -> compiled), in words free of sizes.
+
+    "dtype:float32->float64" (a dtype is a promotion rule's whole point),
+    "rank:+1" (dims compiled has more: the same bug at any rank, as the
+    minifier lowers ranks), "shape" (same rank, other sizes), joined by ","
+    when both dtype and shape differ.
+    """
+    parts = []
+    if e.dtype != c.dtype:
+        parts.append(f"dtype:{str(e.dtype).replace('torch.', '')}->{str(c.dtype).replace('torch.', '')}")
+    if e.dim() != c.dim():
+        parts.append(f"rank:{c.dim() - e.dim():+d}")
+    elif e.shape != c.shape:
+        parts.append("shape")
+    return ",".join(parts)
+
+
+def value_kind(e, c):
+    """How two tensors of one dtype and shape differ in value, free of values and sizes.
+
+    The dtype family (``dtype_family``) and, for floating and complex
+    results, whether compiled has inf/NaN where eager is finite
+    ("nonfinite"), is finite where eager has inf/NaN ("lost-nonfinite"), or
+    neither ("finite": wrong finite values, or another inf/NaN).
+    """
+    family = dtype_family(e.dtype)
+    if family not in ("float", "complex"):
+        return family
+    e_finite, c_finite = torch.isfinite(e), torch.isfinite(c)
+    if bool((e_finite & ~c_finite).any()):
+        return family + ":nonfinite"
+    if bool((~e_finite & c_finite).any()):
+        return family + ":lost-nonfinite"
+    return family + ":finite"
 
 
 def tensors_close(e, c):
@@ -418,11 +481,26 @@ def reference_call(fn, args):
 
 # ---------------------------------------------------------------- signatures
 
+# What differs between two reports of one bug, erased in this order (each
+# pattern sees what the ones before left): addresses; absolute paths (temp
+# folders, caches, sources; a file's line number goes with the numbers);
+# long hashes (Inductor's cache keys); FX's numbered node names (add,
+# add_1: the suffix only counts repeats); symbols of any kind (s0, u1, ks2, zf3);
+# numbers, floats and negatives included, but not the bits of a dtype's
+# name (float32, int64 tell bugs apart); lists and tuples of numbers and
+# symbols (sizes, strides, values: their length is a rank or a size, and a
+# dim is static or symbolic by the schedule's marks); quoted names (sources like
+# L['x0'], kernel and backend names); runs of blanks.
 _VOLATILE = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
-    (re.compile(r"/[\w./-]+\.(py|cpp|so|h)\b"), "<path>"),
-    (re.compile(r"\b[suq]\d+\b"), "s?"),
-    (re.compile(r"\d+"), "N"),
+    (re.compile(r"(?<![\w)\]])(?:/[\w.+@~-]+){2,}/?|/[\w./-]+\.(py|cpp|so|h)\b"), "<path>"),
+    (re.compile(r"\b(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{24,}\b"), "<hash>"),
+    (re.compile(r"(?<=[A-Za-z])_\d+\b"), ""),
+    (re.compile(r"\b(?:[suq]|ps|ks|zu?f)\d+\b"), "s?"),
+    (re.compile(r"(?<![\w.])-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])"), "N"),
+    (re.compile(r"(?<!float)(?<!int)(?<!complex)(?<!\d)\d+"), "N"),
+    (re.compile(r"\[[Ns?,.\s\[\]*+/-]*\]"), "[N...]"),
+    (re.compile(r"(?<![\w\]])\((?=[^()]*,)[Ns?,.\s*+/-]*\)"), "(N...)"),
     (re.compile(r"'[^']*'"), "'?'"),
     (re.compile(r"\s+"), " "),
 ]
@@ -449,7 +527,15 @@ def signature(symptom, lane, key):
 
 
 def failure_key(failure, output_ops):
-    """The part of a failure that says which bug it is, for the signature."""
+    """The part of a failure that says which bug it is, for the signature.
+
+    One function for the oracles and every repro script, so that a script
+    prints the signature its finding was stored under. It names what the
+    minifier keeps while shrinking and nothing it changes: for errors, the
+    exception's type and its normalized message; for mismatches, the op that
+    made the output that differs ("input-mutation" for a final input state)
+    and how it differs (``compare``'s kind: never sizes or values).
+    """
     if failure["symptom"] in ("crash", "accepts-invalid", "over-specialization"):
         error = failure.get("error") or {}
         return f"{error.get('type', '')}|{normalize_message(error.get('message', ''))}"
@@ -461,7 +547,8 @@ def failure_key(failure, output_ops):
         op = output_ops[i] if i < len(output_ops) else "?"
     elif m and m.group(1) == "1":
         op = "input-mutation"
-    return op
+    kind = failure.get("kind")
+    return f"{op}|{kind}" if kind else op
 
 
 # Errors by which torch refuses a schedule's own constraints: a dim marked

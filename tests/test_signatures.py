@@ -1,0 +1,258 @@
+"""Finding signatures are stable (one bug, one signature, whatever program, sizes,
+seed or process shows it) and precise (two bugs, two signatures), on real runs.
+
+Each bug is planted in the Dynamo-only "eager" backend for the length of one
+test (the way tests/plants/sitecustomize.py plants them in other processes);
+the cases are real ``Case`` objects run by ``execute`` on the eager lane and
+judged by the real oracles, exactly as a campaign's worker does.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+from torch._dynamo.backends import registry
+
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.replay import replay_finding
+from symfuzz.fuzz import script_runtime
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.oracles.crash import crash_oracle
+from symfuzz.oracles.differential import differential_oracle
+from symfuzz.oracles.lanes.execute import execute
+from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.oracles.verdict import Verdict
+
+from conftest import ROOT, planted_env
+
+EAGER = get_lane("eager")
+
+
+# ---------------------------------------------------------------- planted bugs
+
+
+def _each_output(change):
+    """A backend like "eager" whose compiled graphs return ``change(t)`` for each output ``t``."""
+    original = registry.lookup_backend("eager")
+
+    def backend(gm, example_inputs):
+        compiled = original(gm, example_inputs)
+
+        def wrong(*args):
+            outs = compiled(*args)
+            return type(outs)(change(t) for t in outs) if isinstance(outs, (list, tuple)) else change(outs)
+
+        return wrong
+
+    return backend
+
+
+def _nan_first(t):
+    t = t.clone()
+    t.view(-1)[0] = float("nan")
+    return t
+
+
+BUGS = {
+    "plus-one-float": _each_output(lambda t: t + 1 if t.is_floating_point() else t),
+    "plus-one-int": _each_output(lambda t: t + 1 if not t.is_floating_point() and t.dtype != torch.bool else t),
+    "nan-first": _each_output(lambda t: _nan_first(t) if t.is_floating_point() else t),
+    "to-float64": _each_output(lambda t: t.double() if t.dtype == torch.float32 else t),
+    "drop-last-column": _each_output(lambda t: t[..., :-1]),
+    "extra-dim": _each_output(lambda t: t.unsqueeze(0)),
+}
+
+
+def _crashing(headline):
+    """A backend that refuses every graph with ``headline`` and volatile details:
+    a temp folder, an address, the input's real and traced sizes (symbols
+    like s77 where dynamic), a line number."""
+
+    def backend(gm, example_inputs):
+        real = next(x for x in example_inputs if isinstance(x, torch.Tensor)).shape
+        traced = next(n.meta["example_value"] for n in gm.graph.nodes
+                      if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)).shape
+        with tempfile.TemporaryDirectory() as tmp:
+            raise RuntimeError(f"{headline} for input of {real} traced as {traced} at {hex(id(gm))}, "
+                               f"see {tmp}/kernel.cpp line {len(gm.code)}")
+
+    return backend
+
+
+@pytest.fixture
+def plant(monkeypatch):
+    """plant(backend): the "eager" backend is ``backend`` until the test ends."""
+    return lambda backend: monkeypatch.setitem(registry._COMPILER_FNS, "eager", backend)
+
+
+# ---------------------------------------------------------------- real cases
+
+
+def case_of(ops, dtype="float32", shapes=((3, 4), (5, 4)), seed=1, dynamic=True):
+    """``x -> ops[0] -> ops[1] -> ...``, called once per shape (all of one rank)."""
+    dims = tuple(f"s{d}" for d in range(len(shapes[0])))
+    body, last = [], "x0"
+    for i, op in enumerate(ops):
+        body.append(OpNode(f"v{i + 1}", op, (last,)))
+        last = f"v{i + 1}"
+    program = Program((Input("x0", dtype, dims),), tuple(body), (last,))
+    calls = tuple(Call((ArgSpec(tuple(shape), dtype, seed + i),)) for i, shape in enumerate(shapes))
+    return Case(program, Schedule(dynamic, calls))
+
+
+def judged(case, oracle=differential_oracle):
+    verdict = oracle(case, execute(case, EAGER))
+    assert not verdict.ok, "the planted bug was not found"
+    return verdict
+
+
+# ---------------------------------------------------------------- stability
+
+
+def test_one_value_bug_has_one_signature_across_programs_sizes_dtypes_and_seeds(plant):
+    plant(BUGS["plus-one-float"])
+    verdicts = [
+        judged(case_of(["abs", "tanh"])),
+        judged(case_of(["neg", "exp", "tanh"], dtype="float64", shapes=((7,), (2,)), seed=40)),
+        judged(case_of(["tanh"], dtype="bfloat16", shapes=((2, 3, 5),), dynamic=None)),
+    ]
+    assert {v.symptom for v in verdicts} == {"value-mismatch"}
+    assert len({v.signature for v in verdicts}) == 1, [v.evidence.detail for v in verdicts]
+
+
+def test_one_metadata_bug_has_one_signature_at_every_rank(plant):
+    """The minifier lowers ranks and shrinks sizes: the key names neither."""
+    plant(BUGS["extra-dim"])
+    a = judged(case_of(["tanh"], shapes=((3,), (6,))))
+    b = judged(case_of(["abs", "tanh"], shapes=((2, 3, 4),), seed=9))
+    assert a.symptom == b.symptom == "metadata-mismatch" and a.signature == b.signature
+    plant(BUGS["drop-last-column"])
+    c = judged(case_of(["tanh"], shapes=((3, 5),)))
+    d = judged(case_of(["exp", "tanh"], shapes=((4,), (9,)), seed=5))
+    assert c.signature == d.signature and c.signature != a.signature
+
+
+def test_one_crash_has_one_signature_whatever_its_message_says_of_sizes_paths_and_addresses(plant):
+    plant(_crashing("planted: no kernel"))
+    a = judged(case_of(["tanh"], shapes=((3, 4),)), crash_oracle)
+    b = judged(case_of(["abs", "tanh"], shapes=((6,), (2,)), dynamic=None), crash_oracle)
+    message_a, message_b = a.evidence.error["message"], b.evidence.error["message"]
+    assert message_a != message_b  # other sizes, temp folder, address: the raw messages differ
+    assert a.symptom == b.symptom == "crash" and a.signature == b.signature
+
+
+@pytest.mark.parametrize("messages", [
+    ["RuntimeError: failed in /tmp/tmpab12cd/k.cpp line 123 at 0x7f3a2c001e40, cannot write /tmp/tmpab12cd",
+     "RuntimeError: failed in /tmp/tmpzq9xyw/k.cpp line 7 at 0x55d0c0ffee00, cannot write /tmp/tmpzq9xyw"],
+    ["AssertionError: expected size s0 == 3 for L['x0'].size()[0], got torch.Size([3, 4])",
+     "AssertionError: expected size u12 == 17 for L['x3'].size()[1], got torch.Size([17, 4, 2])"],
+    ["LoweringException: bad index in buf3 from add_1 (stride (4, 1), offset -2, value 1.5e-05)",
+     "LoweringException: bad index in buf12 from add (stride (1,), offset 0, value 3)"],
+    ["OSError: cannot load /tmp/torchinductor_ci/c3/cc3xyzbq7lmno2pqrstuv4wxyz5abcd6efgh.so",
+     "OSError: cannot load /home/me/.cache/torchinductor_me/ab/cabzzzzzz9qqqqqqq8wwwwwww7vvvvv.so"],
+])
+def test_messages_of_one_bug_normalize_to_one_key(messages):
+    keys = {script_runtime.normalize_message(m) for m in messages}
+    assert len(keys) == 1, keys
+
+
+@pytest.mark.parametrize("a,b", [
+    ("RuntimeError: expected float32 but got int64", "RuntimeError: expected float64 but got int32"),
+    ("IndexError: index 3 is out of bounds for dimension 0", "IndexError: index 3 is out of bounds for dimension s0"),
+    ("RuntimeError: bad size Eq(s0, 3)", "RuntimeError: bad size Eq(s0, s1)"),
+])
+def test_messages_of_different_bugs_keep_apart(a, b):
+    """What is erased is what varies within one bug: dtypes, a static against a
+    symbolic size, the structure of a guard stay."""
+    assert script_runtime.normalize_message(a) != script_runtime.normalize_message(b)
+
+
+def test_two_processes_give_one_signature_and_the_repro_script_agrees(plant):
+    """The same bug judged here, in another process (another hash seed, the bug
+    planted by tests/plants), and by the finding's repro script in a third gives
+    one signature: the contract a CI baseline of signatures relies on."""
+    case = case_of(["abs", "tanh"])
+    plant(BUGS["plus-one-float"])
+    here = judged(case)
+    code = (
+        "import json, sys\n"
+        "from symfuzz.fuzz.case import Case\n"
+        "from symfuzz.oracles.differential import differential_oracle\n"
+        "from symfuzz.oracles.lanes.execute import execute\n"
+        "from symfuzz.oracles.lanes.lane import get_lane\n"
+        "case = Case.from_json(json.loads(sys.stdin.read()))\n"
+        "print(json.dumps(differential_oracle(case, execute(case, get_lane('eager'))).to_json()))\n"
+    )
+    env = {**os.environ, **planted_env("tanh-wrong-eager"), "PYTHONHASHSEED": "12345"}
+    done = subprocess.run([sys.executable, "-c", code], input=json.dumps(case.to_json()), capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+    assert verdict["symptom"] == "value-mismatch" and verdict["signature"] == here.signature
+    finding = Finding(case=case.to_json(), verdict=Verdict.from_json(verdict), lane=EAGER.to_json())
+    outcome = replay_finding(finding, timeout=300, env_extra=planted_env("tanh-wrong-eager"))
+    assert outcome.status == "reproduced" and outcome.signature == verdict["signature"], outcome.output_tail
+
+
+# ---------------------------------------------------------------- precision
+
+
+def test_a_dtype_bug_and_a_shape_bug_on_one_op_have_two_signatures(plant):
+    found = {}
+    for bug in ("to-float64", "drop-last-column", "extra-dim"):
+        plant(BUGS[bug])
+        found[bug] = judged(case_of(["abs", "tanh"]))
+    assert {v.symptom for v in found.values()} == {"metadata-mismatch"}
+    assert len({v.signature for v in found.values()}) == 3
+
+
+def test_value_bugs_in_float_and_in_integer_outputs_of_one_op_have_two_signatures(plant):
+    plant(BUGS["plus-one-float"])
+    in_floats = judged(case_of(["neg", "abs"]))
+    plant(BUGS["plus-one-int"])
+    in_ints = judged(case_of(["neg", "abs"], dtype="int64"))
+    assert in_floats.symptom == in_ints.symptom == "value-mismatch"
+    assert in_floats.signature != in_ints.signature
+
+
+def test_wrong_finite_values_and_new_nans_on_one_op_have_two_signatures(plant):
+    plant(BUGS["plus-one-float"])
+    wrong = judged(case_of(["tanh"]))
+    plant(BUGS["nan-first"])
+    nan = judged(case_of(["tanh"]))
+    assert wrong.symptom == nan.symptom == "value-mismatch" and wrong.signature != nan.signature
+
+
+def test_two_crashes_of_one_program_have_two_signatures(plant):
+    plant(_crashing("planted: no kernel"))
+    a = judged(case_of(["tanh"]), crash_oracle)
+    plant(_crashing("planted: bad stride"))
+    b = judged(case_of(["tanh"]), crash_oracle)
+    assert a.signature != b.signature
+
+
+def test_compare_names_how_outputs_differ_without_sizes_or_values():
+    e32 = torch.ones(3, 4)
+    kinds = {
+        "dtype:float32->float64": (e32, e32.double()),
+        "dtype:float32->float64,rank:+1": (e32, e32.double()[None]),
+        "rank:-1": (e32, e32[0]),
+        "shape": (e32, e32[:, :2]),
+        "type:Tensor->int": (e32, 3),
+        "float:finite": (e32, e32 + 1),
+        "float:nonfinite": (e32, e32 / 0),
+        "float:lost-nonfinite": (e32 / 0, e32),
+        "int": (torch.arange(4), torch.arange(4) + 1),
+        "bool": (torch.ones(2, dtype=torch.bool), torch.zeros(2, dtype=torch.bool)),
+        "scalar:int": (3, 4),
+    }
+    for kind, (eager, compiled) in kinds.items():
+        diff = script_runtime.compare(((eager,), ()), ((compiled,), ()))
+        assert diff["kind"] == kind, (kind, diff)
+        assert script_runtime.failure_key(diff, ["tanh"]) == "tanh|" + kind
+    assert script_runtime.compare(((e32,), ()), ((e32, e32), ()))["kind"] == "count:more"
