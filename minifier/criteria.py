@@ -60,6 +60,22 @@ class SameAsOriginal(SameFailure):
         return self.failure_id is not None and super().interesting(outcome)
 
 
+class SameStoredSignature(SameFailure):
+    """SameFailure for a finding's stored signature, allowing for a finding that an older
+    symfuzz keyed: when the original fails with the same symptom under another signature
+    (signatures became more precise), that signature is the bug its repro shows now."""
+
+    def calibrate(self, original: QueryOutcome) -> None:
+        found = original.failure_id()
+        if found and found != self.failure_id and _symptom(found) == _symptom(self.failure_id):
+            self.failure_id = found
+            self.description = f"same failure: {found} (stored as {_symptom(found)} under an older signature)"
+
+
+def _symptom(signature: str) -> str:
+    return signature.rsplit("-", 1)[0]
+
+
 class ErrorMatches(Criterion):
     def __init__(self, pattern: str):
         try:

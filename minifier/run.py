@@ -10,7 +10,8 @@ from typing import Callable, Optional
 from symfuzz.corpus.store import load_findings
 from symfuzz.minifier.case_passes import CASE_PASSES
 from symfuzz.minifier.case_subject import CaseSubject
-from symfuzz.minifier.criteria import AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure
+from symfuzz.minifier.criteria import (AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure,
+                                      SameStoredSignature)
 from symfuzz.minifier.driver import Criterion, Driver, OriginalDoesNotFail, Result
 from symfuzz.minifier.script import ScriptError, prepare_script
 from symfuzz.oracles.verdict import Died, Hung
@@ -88,7 +89,9 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
     evidence = finding.verdict.evidence
     timeout = options.query_timeout or (evidence.timeout_seconds if isinstance(evidence, Hung) else None) or 300.0
     memory = evidence.limit_mb if isinstance(evidence, Died) and evidence.out_of_memory else None
-    criterion = _criterion(options, SameFailure(finding_failure_id(finding)))
+    failure_id = finding_failure_id(finding)
+    same = SameFailure(failure_id) if failure_id.startswith(("process-death:", "timeout")) else SameStoredSignature(failure_id)
+    criterion = _criterion(options, same)
     work, repro = _paths(options, folder / "minified")
     driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
                     env=options.env, memory_limit_mb=memory, progress=say, repro_path=repro)

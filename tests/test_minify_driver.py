@@ -232,3 +232,22 @@ def test_ctrl_c_kills_the_queries_in_flight(tmp_path):
         # A zombie reaped late is fine; a running query is not.
         state = open(f"/proc/{pid}/stat").read().split()[2]
         assert state == "Z", f"query {pid} still running after Ctrl-C"
+
+
+def test_a_finding_keyed_by_an_older_symfuzz_is_minified_under_its_signature_now():
+    from symfuzz.minifier.criteria import SameStoredSignature
+
+    class Outcome:
+        def __init__(self, failure_id):
+            self._id = failure_id
+
+        def failure_id(self):
+            return self._id
+
+    rekeyed = SameStoredSignature("value-mismatch-aaaaaaaaaa")
+    rekeyed.calibrate(Outcome("value-mismatch-bbbbbbbbbb"))  # same symptom, the more precise signature of today
+    assert rekeyed.interesting(Outcome("value-mismatch-bbbbbbbbbb"))
+    assert not rekeyed.interesting(Outcome("value-mismatch-aaaaaaaaaa"))
+    other = SameStoredSignature("value-mismatch-aaaaaaaaaa")
+    other.calibrate(Outcome("crash-cccccccccc"))  # another symptom is another bug
+    assert not other.interesting(Outcome("crash-cccccccccc"))
