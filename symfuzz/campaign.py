@@ -415,13 +415,14 @@ class Campaign:
                 self.confirm_queue.put(finding)
 
     def _finding_to_corpus(self, finding: Finding) -> None:
-        """A confirmed finding's case joins the corpus; one found by a replayed case is noted."""
-        if self.corpus is not None and finding.case:
-            self.corpus.add(finding.case, self.config.lane.name, [f"finding:{finding.signature}"],
-                            environment().get("torch"))
+        """A confirmed finding's case joins the corpus; one found by a replayed case is noted
+        (its case is in the corpus already)."""
         sig = finding.signature
-        if sig in self.replayed_candidates and sig not in self.stats.replay["signatures"]:
-            self.stats.replay["signatures"].append(sig)
+        if sig in self.replayed_candidates:
+            if sig not in self.stats.replay["signatures"]:
+                self.stats.replay["signatures"].append(sig)
+        elif self.corpus is not None and finding.case:
+            self.corpus.add(finding.case, self.config.lane.name, [f"finding:{sig}"], environment().get("torch"))
 
     def confirm_loop(self) -> None:
         while True:
