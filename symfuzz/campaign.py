@@ -488,7 +488,7 @@ class Campaign:
             symptom, key = "process-death", OUT_OF_MEMORY
             evidence = Died(cause=OUT_OF_MEMORY, limit_mb=self.config.memory_limit_mb, worker_log_tail=log_tail)
         else:
-            cause = signal.Signals(-returncode).name if returncode and returncode < 0 else f"exit {returncode}"
+            cause = _death_cause(returncode)
             symptom, key = "process-death", cause
             evidence = Died(cause=cause, returncode=returncode, worker_log_tail=log_tail)
         verdict = Verdict(ok=False, oracle=ISOLATION, symptom=symptom, stage="unknown",
@@ -650,7 +650,7 @@ class Campaign:
         elif worker.killed_for == "out-of-memory":
             failure = f"the canary grew past the memory limit ({self.config.memory_limit_mb} MB)"
         else:
-            cause = signal.Signals(-returncode).name if returncode and returncode < 0 else f"exit {returncode}"
+            cause = _death_cause(returncode)
             line = exception_line(worker.log_tail())
             failure = f"the worker died running the canary ({cause})" + (f": {line}" if line else "")
         self._record_canary(failure, round(time.monotonic() - worker.since, 2),
@@ -864,6 +864,14 @@ class Campaign:
         write_json(self.out / "stats.json", data)
         append_line(self.out / "timeline.jsonl", self.stats.timeline_line(wall, extra["confirmed"], data["time_seconds"]))
         return data
+
+
+def _death_cause(returncode: Optional[int]) -> str:
+    """A signal's name, "exit N", or, with no status at all (a Ray actor whose node went
+    away takes its worker with it), "host lost"."""
+    if returncode is None:
+        return "host lost"
+    return signal.Signals(-returncode).name if returncode < 0 else f"exit {returncode}"
 
 
 def _slow_by_design(finding: Finding) -> Optional[str]:

@@ -117,7 +117,8 @@ def drawn_digest(case: dict) -> str:
 def test_a_reference_torch_that_lacks_what_a_repro_needs_is_unknown_with_the_reason(first_run, tmp_path):
     _, out, _, _ = first_run
     old = wrapper(tmp_path / "old-python", "torch-without-compile")
-    done = symfuzz(["replay", out, "--reference-python", old, "--fail-on", "regression"], planted_env(NEW_PLANTS))
+    one = sorted((out / "findings").iterdir())[0]  # one finding is enough, and half the time
+    done = symfuzz(["replay", one, "--reference-python", old, "--fail-on", "regression"], planted_env(NEW_PLANTS))
     assert done.returncode == 3, done.stdout + done.stderr  # findings that could not be judged
     assert "unknown (could not be judged under torch" in done.stdout
     assert "that torch lacks torch.compile" in done.stdout and "Traceback" not in done.stdout

@@ -3,8 +3,9 @@
 The test reads the workflow's `run:` lines that call examples/ci/symfuzz-ci.sh (one
 per job, the shard line once per matrix value) and runs them in the workflow's
 order, with tiny budgets and a planted miscompile, so that every path the recipe
-takes is exercised: replay, 4 shards, merge (fails on new), nightly (fails on a
-regression against a reference Python), then accept and the same again (green).
+takes is exercised: replay, 4 shards, merge (fails on new), then accept and the
+same again (green); and the nightly job (fails on a regression against a reference
+Python; marked slow).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, planted_env
 
 RECIPE = ROOT / "examples" / "ci" / "github-actions.yml"
@@ -56,13 +58,14 @@ def test_the_recipe_has_the_jobs_the_issue_asks_for():
     assert "upload-artifact" in text and "cache/restore" in text
 
 
-def test_the_recipe_runs_end_to_end(tmp_path):
-    steps = recipe_steps()
+def recipe_env(tmp_path: Path) -> dict:
+    """The environment a step sees: `symfuzz` on PATH, tiny budgets, the eager lane, a planted
+    miscompile, and a reference Python (the "last release") without it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "symfuzz").write_text(f"#!/bin/sh\nexec {sys.executable} -m symfuzz.cli \"$@\"\n")
     (bin_dir / "symfuzz").chmod(0o755)
-    clean = bin_dir / "reference-python"  # the last release: this torch without the planted bug
+    clean = bin_dir / "reference-python"
     clean.write_text(f"#!/bin/sh\nunset SYMFUZZ_PLANT\nexec {sys.executable} \"$@\"\n")
     clean.chmod(0o755)
     env = dict(os.environ, **planted_env("tanh-wrong-eager"))
@@ -70,14 +73,31 @@ def test_the_recipe_runs_end_to_end(tmp_path):
                SYMFUZZ_FUZZ_ARGS="--max-cases 4 --ops tanh,add,mul --max-ops 3 --quiet",
                SYMFUZZ_REFERENCE_PYTHON=str(clean), SYMFUZZ_FAIL_ON="new")
     env.pop("GITHUB_STEP_SUMMARY", None)
+    return env
+
+
+def run_matrix(argvs: list[list[str]], env: dict, cwd: Path, at_once: int = 2) -> list[subprocess.CompletedProcess]:
+    """The shard steps side by side, as a matrix runs them (two at a time: this machine's cores)."""
+    done = []
+    for i in range(0, len(argvs), at_once):
+        procs = [subprocess.Popen(["bash", str(ROOT / argv[0]), *argv[1:]], cwd=cwd, env=env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for argv in argvs[i:i + at_once]]
+        for proc in procs:
+            output, _ = proc.communicate(timeout=900)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, output, ""))
+    return done
+
+
+def test_the_pull_request_job_runs_end_to_end(tmp_path):
+    steps = recipe_steps()
+    env = recipe_env(tmp_path)
     out, corpus = tmp_path / "symfuzz-ci", tmp_path / ".symfuzz-corpus"
 
     # A first pull request: no baseline, no corpus yet.
     replay = run_step(steps["replay"][0], env, tmp_path)
     assert replay.returncode == 0 and "nothing to replay" in replay.stdout, replay.stdout + replay.stderr
-    for argv in steps["shard"]:
-        shard = run_step(argv, env, tmp_path)
-        assert shard.returncode == 0, shard.stdout + shard.stderr  # findings are judged at the merge
+    for shard in run_matrix(steps["shard"], env, tmp_path):
+        assert shard.returncode == 0, shard.stdout  # findings are judged at the merge
     merged = run_step(steps["merge"][0], env, tmp_path)
     assert merged.returncode == 1, merged.stdout + merged.stderr  # a new finding fails the pull request
     stats = json.loads((out / "merged" / "stats.json").read_text())
@@ -86,15 +106,8 @@ def test_the_recipe_runs_end_to_end(tmp_path):
         assert (out / "merged" / "report" / name).exists()
     assert list((corpus / "cases").glob("*.json")), "the merged corpus was not kept for the next run"
 
-    # The nightly job: the finding passes under the reference torch, a regression.
-    nightly = run_step(steps["nightly"][0], env, tmp_path)
-    assert nightly.returncode == 1, nightly.stdout + nightly.stderr
-    gate = json.loads((out / "nightly" / "gate.json").read_text())
-    assert {e["regression"] for e in gate["findings"].values()} == {"regression"}
-    assert (out / "nightly" / "report" / "junit.xml").exists()
-
     # The team accepts the finding; the next pull request is green and lists it as known.
-    accept = subprocess.run([str(bin_dir / "symfuzz"), "accept", str(out / "merged")], cwd=tmp_path, env=env,
+    accept = subprocess.run(["symfuzz", "accept", str(out / "merged")], cwd=tmp_path, env=env,
                             capture_output=True, text=True)
     assert accept.returncode == 0 and (tmp_path / "symfuzz-baseline.json").exists(), accept.stderr
     replay = run_step(steps["replay"][0], env, tmp_path)
@@ -102,3 +115,26 @@ def test_the_recipe_runs_end_to_end(tmp_path):
     merged = run_step(steps["merge"][0], env, tmp_path)
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert "[known]" in merged.stdout
+
+
+# One more campaign with a reference run (about a minute): slow, for the default suite's time.
+# The default run keeps the regression verdict and --fail-on regression (test_ci_gate.py).
+@pytest.mark.slow
+def test_the_nightly_job_fails_on_a_regression(tmp_path):
+    steps = recipe_steps()
+    env = recipe_env(tmp_path)
+    nightly = run_step(steps["nightly"][0], env, tmp_path)
+    assert nightly.returncode == 1, nightly.stdout + nightly.stderr
+    out = tmp_path / "symfuzz-ci" / "nightly"
+    gate = json.loads((out / "gate.json").read_text())
+    assert gate["findings"] and {e["regression"] for e in gate["findings"].values()} == {"regression"}
+    assert (out / "report" / "junit.xml").exists()
+    assert list((tmp_path / ".symfuzz-corpus" / "cases").glob("*.json"))
+
+
+def test_the_nightly_step_needs_a_reference_python(tmp_path):
+    steps = recipe_steps()
+    env = recipe_env(tmp_path)
+    env.pop("SYMFUZZ_REFERENCE_PYTHON")
+    done = run_step(steps["nightly"][0], env, tmp_path)
+    assert done.returncode == 2 and "needs SYMFUZZ_REFERENCE_PYTHON" in done.stderr

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import planted_env
 
 SCRIPT = '''
@@ -25,6 +26,9 @@ def run(tmp_path, *args):
                           capture_output=True, text=True, timeout=600)
 
 
+# Two minifications of a script (about 80 s): slow, for the default suite's time. The default run
+# keeps script minification itself (test_minify_script, test_quality_minify_script).
+@pytest.mark.slow
 def test_script_arguments_decide_what_is_captured(tmp_path):
     script = tmp_path / "crash.py"
     script.write_text(SCRIPT)
