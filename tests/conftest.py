@@ -23,3 +23,50 @@ def planted_env(plant: str) -> dict:
     """
     path = os.pathsep.join([str(PLANTS), str(ROOT), os.environ.get("PYTHONPATH", "")])
     return {"SYMFUZZ_PLANT": plant, "PYTHONPATH": path}
+
+
+def once_per_session(tmp_path_factory, name: str, make) -> tuple[Path, dict]:
+    """(folder, make's result) of ``make(folder)``, run once per test session, even
+    across pytest-xdist workers: the first worker to ask runs it, under a file lock,
+    and the others wait and reuse its folder. For expensive read-only inputs (a real
+    campaign's output folder); a test that edits one must work on a copy.
+    ``make`` returns a JSON-able dict (kept beside the folder)."""
+    import json  # (kept local: only the shared fixtures use these)
+
+    from filelock import FileLock  # (a torch dependency, so always installed)
+
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker has its own basetemp inside the session's; share the session's.
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, result = root / f"shared-{name}", root / f"shared-{name}.json"
+    with FileLock(str(root / f"shared-{name}.lock")):
+        if not result.exists():
+            folder.mkdir(exist_ok=True)
+            result.write_text(json.dumps(make(folder)))
+    return folder, json.loads(result.read_text())
+
+
+# The campaign several modules read: the eager lane, a planted tanh miscompile, 4 cases.
+TANH_CAMPAIGN = ["--lane", "eager", "--ops", "tanh,add,mul", "--max-ops", "3", "--jobs", "1", "--quiet", "--seed", "0"]
+
+
+@pytest.fixture(scope="session")
+def tanh_campaign(tmp_path_factory) -> Path:
+    """The OUT folder of one real campaign with a confirmed value-mismatch (exit 1), shared
+    by every module and xdist worker that asks (test_reports, test_merge). Read-only."""
+    import subprocess  # (kept local, as above)
+    import sys
+
+    def run(folder: Path) -> dict:
+        env = dict(os.environ, **planted_env("tanh-wrong-eager"), TORCHINDUCTOR_CACHE_DIR=str(folder / "cache"))
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        done = subprocess.run([sys.executable, "-m", "symfuzz.cli", "fuzz", *TANH_CAMPAIGN, "--max-cases", "4",
+                               "--out", str(folder / "out")], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+        return {"returncode": done.returncode, "output": done.stdout + done.stderr}
+
+    folder, result = once_per_session(tmp_path_factory, "tanh-campaign", run)
+    out = folder / "out"
+    assert result["returncode"] == 1, result["output"]
+    assert list((out / "findings").glob("value-mismatch-*/finding.json")), result["output"]
+    return out

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, planted_env
+from conftest import ROOT, once_per_session, planted_env
 
 # Seed 2 draws cos in case 0 (the plant segfaults the worker) and tanh in case 1 (the plant
 # makes a wrong value): one campaign shows a worker death and a value finding.
@@ -47,16 +47,21 @@ def finding(out, symptom) -> dict:
 
 @pytest.fixture(scope="module")
 def ray_and_local(tmp_path_factory):
-    """The same planted campaign on a local 2-CPU Ray instance and on local workers."""
-    tmp = tmp_path_factory.mktemp("ray")
-    # Side by side: Ray's start-up is mostly waiting, which the local run fills.
-    procs = {executor: symfuzz(["--executor", executor, "--out", str(tmp / executor)], tmp)
-             for executor in ("ray", "local")}
-    runs = {}
-    for executor, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=600)
-        runs[executor] = (tmp / executor, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
-    return runs
+    """The same planted campaign on a local 2-CPU Ray instance and on local workers
+    (once per session, whichever xdist workers this module's tests land on)."""
+
+    def run(tmp):
+        # Side by side: Ray's start-up is mostly waiting, which the local run fills.
+        procs = {executor: symfuzz(["--executor", executor, "--out", str(tmp / executor)], tmp)
+                 for executor in ("ray", "local")}
+        runs = {}
+        for executor, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=600)
+            runs[executor] = {"args": proc.args, "returncode": proc.returncode, "stdout": stdout, "stderr": stderr}
+        return runs
+
+    tmp, runs = once_per_session(tmp_path_factory, "ray-and-local", run)
+    return {executor: (tmp / executor, subprocess.CompletedProcess(**done)) for executor, done in runs.items()}
 
 
 def test_ray_finds_what_the_local_executor_finds(ray_and_local):

@@ -5,7 +5,6 @@ about 25 s), copied and edited where a test needs a gate, a timeline or no findi
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,27 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, planted_env
+from conftest import ROOT
 from symfuzz.report import TABLE_COLUMNS, write_reports
 
 
 @pytest.fixture(scope="module")
-def real_out(tmp_path_factory):
-    """An OUT folder with at least one confirmed finding (exit 1)."""
-    base = tmp_path_factory.mktemp("campaign")
-    out = base / "out"
-    env = dict(os.environ)
-    env.update(planted_env("tanh-wrong-eager"))
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(base / "inductor-cache")
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "symfuzz.cli", "fuzz", "--lane", "eager", "--ops", "tanh,add,mul", "--max-ops", "3",
-         "--max-cases", "4", "--jobs", "1", "--quiet", "--seed", "0", "--out", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert list((out / "findings").glob("*/finding.json")), proc.stdout + proc.stderr
-    return out
+def real_out(tanh_campaign):
+    """An OUT folder with at least one confirmed finding (exit 1): the shared planted campaign."""
+    return tanh_campaign
 
 
 @pytest.fixture
