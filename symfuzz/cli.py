@@ -333,8 +333,10 @@ def cmd_fuzz(args) -> int:
         return EXIT_ENVIRONMENT
     terminated = stats["findings"].get("interrupted_by") == "SIGTERM"
     gate = None
+    # A stopped run (a cancelled CI job has seconds before SIGKILL) is judged without reference runs.
+    reference = None if stats["findings"]["interrupted"] else args.reference_python
     try:
-        gate = judge_findings(args.out, args.fail_on, baseline, args.reference_python, args.reference_timeout,
+        gate = judge_findings(args.out, args.fail_on, baseline, reference, args.reference_timeout,
                               note=lambda message: print(message, file=sys.stderr) if not args.quiet else None)
     except KeyboardInterrupt as exc:  # stopped while judging: what was found is kept, unjudged
         terminated = terminated or isinstance(exc, Terminated)
