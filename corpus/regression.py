@@ -68,7 +68,10 @@ def judge_against_reference(finding: Finding, python: str, timeout: float,
         return ReferenceVerdict(REGRESSION, f"passes under torch {version}", python, version)
     if outcome.status == "reproduced":
         return ReferenceVerdict(PRE_EXISTING, f"fails the same way under torch {version}", python, version)
-    if outcome.status == "different":
-        how = f"signature {outcome.signature}" if outcome.signature else "another way"
-        return ReferenceVerdict(PRE_EXISTING, f"fails under torch {version} too, with {how}", python, version)
+    if outcome.status == "different" and outcome.signature:
+        return ReferenceVerdict(PRE_EXISTING, f"fails under torch {version} too, with signature {outcome.signature}",
+                                python, version)
+    if outcome.status == "different":  # a hang or death that ended another way there: no verdict to compare
+        return ReferenceVerdict(UNKNOWN, f"under torch {version} it ended another way (exit {outcome.returncode}) "
+                                "without a verdict", python, version)
     return ReferenceVerdict(UNKNOWN, f"could not be judged under torch {version}: {outcome.reason}", python, version)

@@ -79,16 +79,24 @@ class ScriptRunner:
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
             exceeded = timed_out = False
-            while proc.poll() is None:
-                if time.monotonic() - start > timeout:
-                    timed_out = True
-                elif memory_limit_mb and resident_mb(proc.pid) > memory_limit_mb:
-                    exceeded = True
-                if timed_out or exceeded or self.cancelled:
+            try:
+                while proc.poll() is None:
+                    if time.monotonic() - start > timeout:
+                        timed_out = True
+                    elif memory_limit_mb and resident_mb(proc.pid) > memory_limit_mb:
+                        exceeded = True
+                    if timed_out or exceeded or self.cancelled:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                        break
+                    time.sleep(0.2)
+            except BaseException:  # Ctrl-C, SIGTERM: the script is in its own session, so stop it here
+                try:
                     os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    break
-                time.sleep(0.2)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+                raise
             log.seek(0)
             out = log.read()
         self.proc = None
@@ -128,7 +136,9 @@ def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: 
     symptom = verdict.symptom
     result = result_line(out)
     sig = result.get("signature") if result else None
-    if result is not None and result.get("ok") is True and code == EXIT_FIXED:
+    if result is not None and result.get("unsupported"):
+        status = "broken"  # the torch running it lacks what the repro needs: nothing judged
+    elif result is not None and result.get("ok") is True and code == EXIT_FIXED:
         status = "fixed"
     elif symptom == "timeout":
         status = "reproduced" if code is None else "different"

@@ -326,16 +326,21 @@ MARK_APIS = {{"dynamic": "_dynamo.mark_dynamic", "maybe_dynamic": "_dynamo.maybe
 
 
 def missing_torch_features():
+    import importlib
+
     needed = ["compile", "_dynamo"] + sorted({{MARK_APIS[m.get("mark")] for call in CALLS for arg in call["args"]
                                               for m in (arg.get("marks") or {{}}).values() if m.get("mark") in MARK_APIS}})
     missing = []
     for path in needed:
-        obj = torch
-        for part in path.split("."):
+        head, _, rest = path.partition(".")
+        try:
+            obj = importlib.import_module("torch." + head) if head.startswith("_") else getattr(torch, head)
+        except (ImportError, AttributeError):
+            obj = None
+        for part in filter(None, rest.split(".")):
             obj = getattr(obj, part, None)
-            if obj is None:
-                missing.append("torch." + path)
-                break
+        if obj is None:
+            missing.append("torch." + path)
     return missing
 
 

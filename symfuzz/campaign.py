@@ -366,9 +366,9 @@ class Campaign:
         self.indices = shard_indices(config.shard, config.max_cases)
         self.next_index: Optional[int] = next(self.indices, None)
         self.corpus = CaseCorpus(config.corpus) if config.corpus else None
+        self.reached = {"op": set(), "guards": set(), "recompile": set()}  # what earlier cases reached
         self.replay_queue = self._corpus_cases()
         self.stats.replay["stored"] = len(self.replay_queue)
-        self.reached = {"op": set(), "guards": set(), "recompile": set()}  # what earlier cases reached
         self.replayed_candidates: set[str] = set()  # signatures that corpus replays failed with
         self.respawns = 0
         self.interrupted = False
@@ -548,6 +548,10 @@ class Campaign:
             if cfg.minify_budget:
                 self._minify_findings(start)
         except KeyboardInterrupt as exc:
+            # A second signal (a CI runner sends SIGINT, then SIGTERM) must not cut the clean-up
+            # short: what was found is written below, and the clean-up is bounded.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             self.interrupted = True
             self.interrupted_by = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
             self.progress.note("interrupted: stopping; unconfirmed candidates are kept in unconfirmed/")
@@ -573,12 +577,22 @@ class Campaign:
         return Worker(slot, self.config, self.events)
 
     def _corpus_cases(self) -> list:
-        """This shard's share of the stored corpus cases, replayed before any generated case."""
+        """This shard's share of the stored corpus cases, replayed before any generated case.
+
+        A case's share follows from its digest, not its place in the list: shard jobs that
+        restored slightly different corpora still split the cases they share. What every
+        stored case reached counts as reached, so that a shard does not store again what
+        another shard's share holds."""
         if self.corpus is None:
             return []
         k, n = self.config.shard or (1, 1)
         stored = [c for c in self.corpus if c.lane in ("", self.config.lane.name)]
-        return [c for position, c in enumerate(stored) if position % n == k - 1]
+        for case in stored:
+            for why in case.why:
+                kind, _, what = why.partition(":")
+                if kind in self.reached:
+                    self.reached[kind].add(what)
+        return [c for c in stored if int(c.name[:8], 16) % n == k - 1]
 
     def _assign_next(self, worker) -> None:
         """Corpus replays first, then generated cases in index order."""
@@ -758,6 +772,14 @@ class Campaign:
             if "case" in msg:
                 worker.case = msg["case"]
             verdicts = [Verdict.from_json(v) for v in msg.get("verdicts", [])]
+            if str(msg.get("index")).startswith(CORPUS_PREFIX) and ("internal_error" in msg or not msg["valid"]):
+                # A stored case this torch or symfuzz no longer runs (it was stored by an older
+                # one): stale, not a sign that this run tests nothing.
+                self.stats.replay["stale"] = self.stats.replay.get("stale", 0) + 1
+                self.stats.count_index(msg["index"])
+                worker.index = worker.case = None
+                worker.judged = []
+                return workers
             self.stats.add_result(msg, verdicts)
             if "internal_error" in msg:
                 self._record_internal_error(msg["index"], msg["internal_error"])

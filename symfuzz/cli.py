@@ -8,6 +8,7 @@ import re
 import shutil
 import signal
 import sys
+import traceback
 from pathlib import Path
 
 from symfuzz.campaign import Campaign, CampaignConfig, CampaignError, Terminated
@@ -44,8 +45,9 @@ exit codes:
        invalid programs dominated, or internal errors exceeded 1% of the programs
        (causes: OUT/internal_errors.json, OUT/canary.log). A run that tested too
        little is 3 even with failing findings, which are still listed and kept
-  130  interrupted by SIGINT (Ctrl-C); 143 terminated by SIGTERM (a cancelled CI
-       job): everything found so far is kept and stats.json, gate.json are written
+  130  interrupted by SIGINT (Ctrl-C, or the first signal of a cancelled CI job);
+  143  terminated by SIGTERM: either way everything found so far is kept, and
+       stats.json and gate.json are written (later signals do not cut that short)
 """
 
 
@@ -239,6 +241,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception:  # noqa: BLE001 - never exit 1 ("findings") for a symfuzz or environment failure
+        traceback.print_exc()
+        print(f"symfuzz {args.command}: internal error (above): symfuzz or its environment failed, "
+              "not torch; nothing was judged", file=sys.stderr)
+        return EXIT_ENVIRONMENT
 
 
 def cmd_opcheck(args) -> int:
@@ -288,8 +295,11 @@ def cmd_fuzz(args) -> int:
         raise UsageError("--translation-validation is a share between 0 and 1, e.g. 0.05")
     baseline = _baseline(args.baseline) if args.baseline else None
     _check_gate(args)
-    if args.corpus is not None and args.corpus.exists() and not args.corpus.is_dir():
-        raise UsageError(f"--corpus {args.corpus} exists and is not a folder")
+    if args.corpus is not None:
+        try:
+            (args.corpus / "cases").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--corpus {args.corpus} cannot hold a corpus: {exc}") from None
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address is for --executor ray")
     if args.executor == "ray":
@@ -323,6 +333,8 @@ def cmd_fuzz(args) -> int:
         executor=args.executor,
         ray_address=args.ray_address,
     )
+    # A reused --out may hold an earlier run's findings and gate: this run's gate judges its own.
+    (args.out / "gate.json").unlink(missing_ok=True)
     shard = f", shard {args.shard[0]}/{args.shard[1]}" if args.shard else ""
     print(f"symfuzz: lane {lane.name}, seed {args.seed}{shard}, budget {args.budget:.0f}s, {args.jobs} workers "
           f"-> {args.out}", file=sys.stderr)
@@ -337,7 +349,8 @@ def cmd_fuzz(args) -> int:
     reference = None if stats["findings"]["interrupted"] else args.reference_python
     try:
         gate = judge_findings(args.out, args.fail_on, baseline, reference, args.reference_timeout,
-                              note=lambda message: print(message, file=sys.stderr) if not args.quiet else None)
+                              note=lambda message: print(message, file=sys.stderr) if not args.quiet else None,
+                              signatures=stats["findings"]["signatures"])
     except KeyboardInterrupt as exc:  # stopped while judging: what was found is kept, unjudged
         terminated = terminated or isinstance(exc, Terminated)
         stats["findings"]["interrupted"] = True
@@ -521,7 +534,7 @@ def cmd_replay(args) -> int:
                 counts["failing"] += 1
             elif args.fail_on == "regression" and not known and regression in (None, "unknown"):
                 counts["unjudged"] += 1
-        elif outcome.status == "broken":
+        elif outcome.status in ("broken", "different"):  # could not run, or ended without a verdict
             counts["unjudged"] += 1
     print(f"{counts['reproduced']}/{len(findings)} reproduced, {counts['fixed']} fixed"
           + (f" ({len(fixed_known)} baseline entries no longer reproduce: {', '.join(fixed_known)})" if fixed_known else "")
@@ -564,13 +577,28 @@ def cmd_merge(args) -> int:
     # The merged run is judged as one run: the same gate, the same exit codes.
     gate = judge_findings(args.out, args.fail_on, baseline, args.reference_python, args.reference_timeout,
                           note=lambda message: print(message, file=sys.stderr))
-    # A shard that was interrupted still counts for what it ran; one that tested too little does not.
-    code = EXIT_ENVIRONMENT if stats["health"]["problems"] else gate_exit_code(gate)
+    # A shard that was interrupted still counts for what it ran; one that tested too little does
+    # not, nor a set of shards with one missing (a shard job that failed before its upload).
+    missing = _missing_shards(stats)
+    if missing:
+        print(f"symfuzz merge: shard(s) {', '.join(missing)} missing: the merged run tested less than asked",
+              file=sys.stderr)
+    code = EXIT_ENVIRONMENT if stats["health"]["problems"] or missing else gate_exit_code(gate)
     write_gate(args.out, gate, code)
     for sig, entry in gate["findings"].items():
         label = ("known" if entry["known"] else "NEW") + (f", {entry['regression']}" if entry["regression"] else "")
         print(f"  {sig}: [{label}{', fails' if entry['fails'] else ''}] {entry['description']}")
     return code
+
+
+def _missing_shards(stats: dict) -> list[str]:
+    """The K/N of shards absent from a merge of shards (none when the sources were not shards)."""
+    merged = (stats.get("shard") or {}).get("merged") if isinstance(stats.get("shard"), dict) else None
+    if not merged or not all(isinstance(s, (list, tuple)) and len(s) == 2 for s in merged):
+        return []
+    count = merged[0][1]
+    held = {k for k, _ in merged}
+    return [f"{k}/{count}" for k in range(1, count + 1) if k not in held]
 
 
 def cmd_report(args) -> int:

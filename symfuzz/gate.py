@@ -28,12 +28,15 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNJUDGED, EXIT_INTERRUPTED, EXIT_TERMIN
 
 def judge_findings(out: Path, policy: str, baseline: Optional[Baseline], reference_python: Optional[str],
                    timeout: float, note: Callable[[str], None] = lambda message: None,
-                   runner: Optional[ScriptRunner] = None) -> dict:
-    """gate.json's content for the confirmed findings in ``out``/findings (written there too)."""
+                   runner: Optional[ScriptRunner] = None, signatures=None) -> dict:
+    """gate.json's content for the confirmed findings in ``out``/findings; ``signatures``: only
+    these (a reused output folder holds earlier runs' findings too)."""
     findings = load_findings(out / "findings") if (out / "findings").exists() else []
     judged, unjudged = {}, []
     for _, finding in findings:
         sig = finding.signature
+        if signatures is not None and sig not in signatures:
+            continue
         known = baseline is not None and sig in baseline
         entry = {"symptom": finding.verdict.symptom, "lane": finding.lane.get("name"),
                  "layer": (finding.triage or {}).get("stage") or finding.verdict.stage,

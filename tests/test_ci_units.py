@@ -104,3 +104,25 @@ def test_the_baseline_file_does_not_change_when_accepted_again(tmp_path):
     assert path.read_text() == edited != first
     assert [sig for sig, _ in again.findings()] == ["value-mismatch-a", "value-mismatch-b"]
     assert Path(path).read_text().endswith("\n")
+
+
+def test_a_merge_missing_a_shard_says_which():
+    from symfuzz.cli import _missing_shards
+
+    assert _missing_shards({"shard": {"merged": [[1, 4], [2, 4], [4, 4]]}}) == ["3/4"]
+    assert _missing_shards({"shard": {"merged": [[1, 2], [2, 2]]}}) == []
+    assert _missing_shards({"shard": {"merged": ["out-a", "out-b"]}}) == []  # not shards
+    assert _missing_shards({"shard": None}) == []
+
+
+def test_a_repro_that_says_its_torch_lacks_something_judged_nothing_whatever_the_symptom():
+    from symfuzz.corpus.finding import Finding  # (here: the import loads the verdict types)
+    from symfuzz.corpus.replay import classify
+    from symfuzz.oracles.verdict import Hung, Verdict
+
+    hang = Finding(case={}, lane={"name": "eager"},
+                   verdict=Verdict(ok=False, oracle="isolation", symptom="timeout", stage="unknown",
+                                   signature="timeout-x", call_index=None, evidence=Hung(timeout_seconds=60)))
+    out = 'SYMFUZZ-RESULT {"ok": null, "unsupported": ["torch.compile"]}\n'
+    outcome = classify(hang, 2, out, 1.0)
+    assert outcome.status == "broken" and outcome.reason == "that torch lacks torch.compile"

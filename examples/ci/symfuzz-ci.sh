@@ -63,7 +63,8 @@ shard)
     $SYMFUZZ fuzz --seed "$SEED" --shard "$k/$n" --budget "${SYMFUZZ_BUDGET:-10m}" --lane "$LANE" --jobs "$JOBS" \
         --corpus "$shard_out/corpus" "${baseline_args[@]}" --out "$shard_out" "${EXTRA[@]}" || code=$?
     # Findings are judged once, after the merge; anything else (2, 3, 130, 143) fails here.
-    [[ $code -eq 1 ]] && code=0
+    # (1 only when the gate itself said so: a crash of symfuzz must not pass as "findings".)
+    if [[ $code -eq 1 ]] && grep -qE '"exit_code": 1,?$' "$shard_out/gate.json" 2>/dev/null; then code=0; fi
     exit "$code"
     ;;
 merge)
