@@ -326,16 +326,16 @@ MARK_APIS = {{"dynamic": "_dynamo.mark_dynamic", "maybe_dynamic": "_dynamo.maybe
 
 
 def missing_torch_features():
-    import importlib
-
     needed = ["compile", "_dynamo"] + sorted({{MARK_APIS[m.get("mark")] for call in CALLS for arg in call["args"]
                                               for m in (arg.get("marks") or {{}}).values() if m.get("mark") in MARK_APIS}})
     missing = []
     for path in needed:
         head, _, rest = path.partition(".")
         try:
-            obj = importlib.import_module("torch." + head) if head.startswith("_") else getattr(torch, head)
-        except (ImportError, AttributeError):
+            if head.startswith("_"):  # a submodule: imported here, whether or not torch imports it eagerly
+                __import__("torch." + head)
+            obj = getattr(torch, head, None)
+        except ImportError:
             obj = None
         for part in filter(None, rest.split(".")):
             obj = getattr(obj, part, None)
