@@ -52,6 +52,7 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
 from symfuzz.oracles.lanes.lane import Lane
 from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdict
 from symfuzz.progress import Progress
+from symfuzz.worker_slot import WorkerSlot
 
 
 CORPUS_PREFIX = "corpus:"  # the index of a replayed corpus case: "corpus:<its digest>"
@@ -233,23 +234,12 @@ class Stats:
         }
 
 
-class Worker:
-    """One worker process and the thread that reads its protocol stream."""
+class Worker(WorkerSlot):
+    """One local worker process and the thread that reads its protocol stream."""
 
     def __init__(self, slot: int, config: CampaignConfig, events: queue.Queue):
-        self.slot = slot
-        self.config = config
-        self.events = events
-        self.index: Optional[int] = None
-        self.case: Optional[dict] = None
-        self.judged: list[Verdict] = []  # failing verdicts of the case in flight, before triage
-        self.since = 0.0
-        self.ready = False
-        self.canary = False  # the canary is in flight
-        self.killed_for: Optional[str] = None
-        log_dir = config.out / "workers"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.log = open(log_dir / f"worker-{slot}.log", "a")
+        super().__init__(slot, config, events)
+        self.log = open(self.log_path, "a")
         env = dict(os.environ)
         env.update(config.lane.env)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(config.out / "inductor-cache"))
@@ -277,38 +267,13 @@ class Worker:
         self.proc.wait()
         self.events.put((self, None))
 
-    def assign(self, index, case: Optional[dict] = None) -> bool:
-        """Hand over case ``index`` (or, for a corpus replay, the stored ``case``
-        under the index "corpus:NAME"); False if the worker is already gone."""
-        self.index, self.case, self.judged, self.since = index, None, [], time.monotonic()
-        request = {"index": index} if case is None else {"index": index, "case": case}
+    def _send(self, request: dict) -> bool:
         try:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError):
-            self.index = None  # its end-of-stream event will replace it
-            self.ready = False
             return False
-
-    def start_canary(self) -> bool:
-        """Hand over the canary; False if the worker is already gone."""
-        self.canary, self.since = True, time.monotonic()
-        try:
-            self.proc.stdin.write(json.dumps({"canary": True}) + "\n")
-            self.proc.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError):
-            self.canary = False  # never sent: its end-of-stream event says why it is gone
-            return False
-
-    @property
-    def busy(self) -> bool:
-        return self.index is not None or self.canary
-
-    @property
-    def log_path(self) -> Path:
-        return self.config.out / "workers" / f"worker-{self.slot}.log"
 
     def rss_mb(self) -> float:
         return resident_mb(self.proc.pid)
@@ -316,9 +281,6 @@ class Worker:
     def wait(self) -> Optional[int]:
         """The process's exit status, once its stream has ended."""
         return self.proc.wait()
-
-    def log_tail(self, limit: int = 4000) -> str:
-        return _tail(self.log_path, limit)
 
     def kill(self, reason: str) -> None:
         self.killed_for = reason
@@ -903,14 +865,3 @@ def _slow_by_design(finding: Finding) -> Optional[str]:
     if finding.verdict.symptom == "timeout" and fx.get("translation_validation"):
         return "timed out under translation validation, which makes compiles 30-100x slower by design"
     return None
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""

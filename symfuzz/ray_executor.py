@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -40,6 +39,7 @@ from typing import Optional
 import ray
 
 from symfuzz.corpus.replay import resident_mb
+from symfuzz.worker_slot import WorkerSlot
 
 POLL_SECONDS = 0.5  # how long one read_events call waits for the worker to write something
 STDERR_CHUNK = 1 << 20  # at most this much new stderr per reply (more is skipped, with a note)
@@ -148,28 +148,19 @@ class WorkerHost:
 RemoteWorkerHost = ray.remote(num_cpus=1, max_restarts=0, max_concurrency=4)(WorkerHost)
 
 
-class RayWorker:
-    """The campaign's handle on one remote worker: ``symfuzz.campaign.Worker``'s interface."""
+class RayWorker(WorkerSlot):
+    """The campaign's handle on one remote worker: a ``WorkerSlot`` whose requests go to a Ray actor."""
+
+    LOG_NAME = "ray-worker-{slot}.log"
 
     def __init__(self, slot: int, config, events: queue.Queue):
-        self.slot = slot
-        self.config = config
-        self.events = events
-        self.index = None
-        self.case: Optional[dict] = None
-        self.judged: list = []  # failing verdicts of the case in flight, before triage
-        self.since = 0.0
-        self.ready = False
-        self.canary = False  # the canary is in flight
-        self.killed_for: Optional[str] = None
+        super().__init__(slot, config, events)
         self.returncode: Optional[int] = None
         self._rss = 0.0
         self._ended = threading.Event()
         self._answered = False  # the actor has answered once: it runs, and so does its worker
         self._closed = False
         self._log_lock = threading.Lock()
-        log_dir = config.out / "workers"
-        log_dir.mkdir(parents=True, exist_ok=True)
         self.log = open(self.log_path, "a")
         self.host = None
         failure = connect(config)
@@ -230,32 +221,6 @@ class RayWorker:
             self.kill("unreachable")  # the actor did not answer: end it, so that its end-of-stream event comes
         return bool(sent)
 
-    def assign(self, index, case: Optional[dict] = None) -> bool:
-        """Hand over case ``index`` (or a stored corpus ``case``); False if the worker is already gone."""
-        self.index, self.case, self.judged, self.since = index, None, [], time.monotonic()
-        request = {"index": index} if case is None else {"index": index, "case": case}
-        if self._send(request):
-            return True
-        self.index = None  # its end-of-stream event will replace it
-        self.ready = False
-        return False
-
-    def start_canary(self) -> bool:
-        """Hand over the canary; False if the worker is already gone."""
-        self.canary, self.since = True, time.monotonic()
-        if self._send({"canary": True}):
-            return True
-        self.canary = False
-        return False
-
-    @property
-    def busy(self) -> bool:
-        return self.index is not None or self.canary
-
-    @property
-    def log_path(self) -> Path:
-        return self.config.out / "workers" / f"ray-worker-{self.slot}.log"
-
     def rss_mb(self) -> float:
         """The worker's resident memory as of the last poll (at most POLL_SECONDS old)."""
         return self._rss
@@ -270,13 +235,7 @@ class RayWorker:
         with self._log_lock:
             if not self.log.closed:
                 self.log.flush()
-        try:
-            with open(self.log_path, "rb") as f:
-                size = f.seek(0, 2)
-                f.seek(max(0, size - limit))
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return super().log_tail(limit)
 
     def kill(self, reason: str) -> None:
         self.killed_for = reason

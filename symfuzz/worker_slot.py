@@ -1,0 +1,76 @@
+"""What the campaign holds for one worker slot, whichever executor runs the worker.
+
+A local worker process (``symfuzz.campaign.Worker``) and a worker on a Ray node
+(``symfuzz.ray_executor.RayWorker``) differ only in how a request reaches the
+worker (``_send``), how it is stopped, and where its log is; the bookkeeping of
+what is in flight, and the requests themselves, are here once.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from pathlib import Path
+from typing import Optional
+
+
+class WorkerSlot:
+    LOG_NAME = "worker-{slot}.log"  # under OUT/workers/
+
+    def __init__(self, slot: int, config, events: queue.Queue):
+        self.slot = slot
+        self.config = config
+        self.events = events  # (worker, message) for each protocol line; (worker, None) once it ended
+        self.index = None  # the case in flight: an index, or "corpus:NAME" for a stored case
+        self.case: Optional[dict] = None
+        self.judged: list = []  # failing verdicts of the case in flight, before triage
+        self.since = 0.0
+        self.ready = False
+        self.canary = False  # the canary is in flight
+        self.killed_for: Optional[str] = None
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _send(self, request: dict) -> bool:
+        """Write one request line to the worker; False if it is gone."""
+        raise NotImplementedError
+
+    def assign(self, index, case: Optional[dict] = None) -> bool:
+        """Hand over case ``index`` (or, for a corpus replay, the stored ``case``
+        under the index "corpus:NAME"); False if the worker is already gone."""
+        self.index, self.case, self.judged, self.since = index, None, [], time.monotonic()
+        if self._send({"index": index} if case is None else {"index": index, "case": case}):
+            return True
+        self.index = None  # its end-of-stream event will replace it
+        self.ready = False
+        return False
+
+    def start_canary(self) -> bool:
+        """Hand over the canary; False if the worker is already gone."""
+        self.canary, self.since = True, time.monotonic()
+        if self._send({"canary": True}):
+            return True
+        self.canary = False  # never sent: its end-of-stream event says why it is gone
+        return False
+
+    @property
+    def busy(self) -> bool:
+        return self.index is not None or self.canary
+
+    @property
+    def log_path(self) -> Path:
+        return self.config.out / "workers" / self.LOG_NAME.format(slot=self.slot)
+
+    def log_tail(self, limit: int = 4000) -> str:
+        return tail(self.log_path, limit)
+
+
+def tail(path: Path, limit: int = 4000) -> str:
+    """The last ``limit`` bytes of a file, as text ("" if it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
