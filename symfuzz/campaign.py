@@ -83,6 +83,9 @@ class CampaignConfig:
     corpus: Optional[Path] = None  # replay this case corpus first, and append to it
     executor: str = "local"  # "local" worker processes, or "ray" (symfuzz.ray_executor)
     ray_address: Optional[str] = None
+    # Continue the campaign already in ``out`` (same seed, the next case indices, stats
+    # carried over); without it a folder holding an earlier run is refused.
+    resume: bool = False
 
 
 def shard_indices(shard: Optional[tuple[int, int]], max_cases: Optional[int]):
@@ -99,6 +102,11 @@ def shard_indices(shard: Optional[tuple[int, int]], max_cases: Optional[int]):
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread by the CLI's handler: it stops a run the
     way Ctrl-C does (everything kept, stats written), with exit code 143."""
+
+
+class OutFolderError(Exception):
+    """--out cannot take this run (it holds another run and --resume was not given, or
+    --resume does not match it): a usage mistake, exit 2, said in one line."""
 
 
 class CampaignError(Exception):

@@ -11,7 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from symfuzz.campaign import Campaign, CampaignConfig, CampaignError, Terminated
+from symfuzz.campaign import Campaign, CampaignConfig, CampaignError, OutFolderError, Terminated
 from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
 from symfuzz.corpus.regression import ReferenceError, judge_against_reference, reference_torch
 from symfuzz.corpus.replay import replay_finding
@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--lane", default="inductor-cpp", help="compile lane (see `symfuzz lanes`)")
     fuzz.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     fuzz.add_argument("--out", type=Path, default=Path("symfuzz-out"), help="output folder (default ./symfuzz-out)")
+    fuzz.add_argument("--resume", action="store_true",
+                      help="continue the campaign in --out: same seed, the next case indices, stats carried over "
+                           "(without it, an --out holding an earlier run is refused)")
     fuzz.add_argument("--case-timeout", type=duration, default=180.0, help="kill a worker stuck on one case this long")
     fuzz.add_argument("--memory-limit", type=positive_int, default=6144, metavar="MB", help="per-worker resident memory limit")
     fuzz.add_argument("--max-cases", type=positive_int, default=None, help="stop after this many programs")
@@ -332,6 +335,7 @@ def cmd_fuzz(args) -> int:
         corpus=args.corpus,
         executor=args.executor,
         ray_address=args.ray_address,
+        resume=args.resume,
     )
     # A reused --out may hold an earlier run's findings and gate: this run's gate judges its own.
     (args.out / "gate.json").unlink(missing_ok=True)
@@ -340,6 +344,8 @@ def cmd_fuzz(args) -> int:
           f"-> {args.out}", file=sys.stderr)
     try:
         stats = Campaign(config).run()
+    except OutFolderError as exc:
+        raise UsageError(str(exc)) from None
     except CampaignError as exc:
         print(f"symfuzz fuzz: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
