@@ -55,6 +55,12 @@ from symfuzz.progress import Progress
 from symfuzz.worker_slot import WorkerSlot
 
 
+# The shortest --case-timeout accepted: one case compiles its program once per
+# recompile (a first compile alone takes ~20 s here), so a shorter limit kills
+# programs that are merely slow. A timeout is a finding only once it also runs past
+# a longer limit in confirmation (see confirmation_timeout).
+CASE_TIMEOUT_FLOOR = 30.0
+
 CORPUS_PREFIX = "corpus:"  # the index of a replayed corpus case: "corpus:<its digest>"
 
 
