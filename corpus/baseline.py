@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from symfuzz.corpus.atomic import write_text
+from symfuzz.corpus.atomic import locked, write_text
 from symfuzz.corpus.finding import Finding
 from symfuzz.oracles.verdict import Died, FakeRealMismatch, Hung, OutputMismatch, RaisedError, UnsoundGuard
 
@@ -61,7 +61,16 @@ class Baseline:
         return added
 
     def save(self) -> None:
-        write_text(self.path, render(self.entries))
+        """Write the file. Under a lock, entries another process saved since this one was
+        loaded are kept (two `symfuzz accept` runs at once both land); this one's entries,
+        edited or not, are written as they are."""
+        with locked(self.path.parent.resolve()):
+            try:
+                on_disk = load_baseline(self.path, missing_ok=True).entries
+            except BaselineError:
+                on_disk = {}  # unreadable now: it was readable when loaded, so this run's copy replaces it
+            self.entries = {**on_disk, **self.entries}
+            write_text(self.path, render(self.entries))
 
 
 def render(entries: dict) -> str:
