@@ -3,7 +3,12 @@
 A run counts as a reproduction only when it fails the same way:
 - value, metadata and crash findings: the script itself reports the failure
   (exit 1 *and* its ``SYMFUZZ-RESULT`` line), with the same signature;
-- timeouts: the script runs past the same case timeout;
+- timeouts: the script runs past a longer limit than the case timeout (a fresh
+  process pays for imports and a cold compile, and a merely slow program must
+  not pass for a hang: see ``hang_limit``), while the same calls in eager alone
+  finish well within it. A timeout that finishes under the longer limit is
+  "fixed" with the reason "slow, not hung"; one whose eager calls are as slow is
+  "broken" (nothing to judge: the program is slow, not the compiler);
 - process deaths: the script dies by the same signal, or grows past the
   same resident-memory limit for an out-of-memory finding.
 Anything else (an import error, Ctrl-C, another signal) is not.
@@ -35,7 +40,9 @@ class ReplayOutcome:
     seconds: float
     output_tail: str
     memory_exceeded: bool = False
-    reason: Optional[str] = None  # for "broken": why nothing could be judged, in one line
+    # for "broken": why nothing could be judged, in one line; for a timeout, also how the
+    # hang was judged ("hung: ...", "slow, not hung: ...")
+    reason: Optional[str] = None
 
 
     def to_json(self) -> dict:
@@ -115,20 +122,58 @@ def resident_mb(pid: int) -> float:
     return 0.0
 
 
+# The environment variable that makes a fuzz repro run its calls in eager only (no
+# compile): how long the program itself takes, to tell a hang from a slow program.
+EAGER_ONLY_ENV = "SYMFUZZ_EAGER_ONLY"
+
+
+def hang_limit(case_timeout: float, timeout: float) -> float:
+    """How long a timeout finding's repro may run in a fresh process before it counts as hung.
+
+    Twice the case timeout plus a minute (imports, a cold compile per recompile on a
+    busy machine), and never less than ``timeout``, the caller's limit for one repro."""
+    return max(timeout, 2 * case_timeout + 60)
+
+
 def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional[dict] = None,
                    runner: Optional[ScriptRunner] = None, python: Optional[str] = None) -> ReplayOutcome:
     """Regenerate the repro from the finding's JSON alone and run it fresh."""
     evidence = finding.verdict.evidence
     if isinstance(evidence, Hung):
-        timeout = evidence.timeout_seconds
+        timeout = hang_limit(evidence.timeout_seconds, timeout)
     memory_limit = evidence.limit_mb if isinstance(evidence, Died) and evidence.out_of_memory else None
+    runner = runner or ScriptRunner()
     with tempfile.TemporaryDirectory(prefix="symfuzz-replay-") as tmp:
         script = Path(tmp) / "repro.py"
         script.write_text(render_repro(finding))
         extra = {"TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "inductor-cache")}
         extra.update(env_extra or {})
-        code, out, seconds, exceeded = (runner or ScriptRunner()).run(script, extra, timeout, memory_limit, python)
-    return classify(finding, code, out, seconds, exceeded)
+        code, out, seconds, exceeded = runner.run(script, extra, timeout, memory_limit, python)
+        outcome = classify(finding, code, out, seconds, exceeded)
+        if isinstance(evidence, Hung):
+            outcome = _judge_hang(outcome, timeout, evidence.timeout_seconds,
+                                  lambda: runner.run(script, {**extra, EAGER_ONLY_ENV: "1"}, timeout, None, python))
+    return outcome
+
+
+def _judge_hang(outcome: ReplayOutcome, limit: float, case_timeout: float, run_eager) -> ReplayOutcome:
+    """A timeout is a hang of the compiler only if the compiled repro runs past ``limit``
+    while the program's calls in eager alone finish in well under half of it."""
+    if outcome.returncode is not None:
+        if outcome.status == "fixed":
+            outcome.reason = (f"slow, not hung: the repro finished in {outcome.seconds:.0f}s in a fresh process "
+                              f"(case timeout {case_timeout:.0f}s, limit {limit:.0f}s)")
+        return outcome
+    code, out, seconds, _ = run_eager()
+    if code is None or seconds > limit / 2:
+        took = "ran past the limit" if code is None else f"took {seconds:.0f}s"
+        outcome.status = "broken"
+        outcome.reason = (f"the program is slow, not the compiler: its calls in eager alone {took} "
+                          f"(compiled ran past {limit:.0f}s)")
+    else:
+        outcome.reason = (f"hung: compiled ran past {limit:.0f}s in a fresh process; the same calls in eager "
+                          f"alone took {seconds:.0f}s")
+    return outcome
 
 
 def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: bool = False) -> ReplayOutcome:

@@ -356,6 +356,8 @@ def main():
     if skipped:
         print("note: this torch lacks config flags", skipped)
     compiled = {make_compiled}
+    if __import__("os").environ.get("SYMFUZZ_EAGER_ONLY"):  # how long eager alone takes (hang or slow?)
+        compiled = fn
     records = run_schedule(fn, compiled, CALLS, {device!r})
     for index, (eager, result) in enumerate(records):
         failure, key = judge_schedule_call(fn, {fresh_compile}, CALLS, index, eager, result,

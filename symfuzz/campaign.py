@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +53,7 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
 from symfuzz.oracles.lanes.lane import Lane
 from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdict
 from symfuzz.progress import Progress
+from symfuzz.resume import check_out_folder, write_state
 from symfuzz.worker_slot import WorkerSlot
 
 
@@ -110,11 +112,6 @@ class Terminated(KeyboardInterrupt):
     way Ctrl-C does (everything kept, stats written), with exit code 143."""
 
 
-class OutFolderError(Exception):
-    """--out cannot take this run (it holds another run and --resume was not given, or
-    --resume does not match it): a usage mistake, exit 2, said in one line."""
-
-
 class CampaignError(Exception):
     """symfuzz or its environment is broken, so the campaign cannot test anything
     (workers cannot start, the canary fails): one line that says why and where
@@ -134,6 +131,20 @@ class Stats:
         self.planned = Counter()
         self.indices: list[int] = []  # generated case indices that finished (stats.json "indices")
         self.replay = {"cases": 0, "first_verdict_seconds": None, "seconds": None, "signatures": []}
+        self.prior_wall = 0.0  # the wall time of the runs this one resumes
+        self.replayed: list[str] = []  # names of the corpus cases replayed (for --resume)
+
+    def restore(self, state: dict) -> None:
+        """Carry over the counters of the run this one resumes (symfuzz.resume)."""
+        self.counts.update(state["counts"])
+        self.seconds.update(state["seconds"])
+        self.ops.update(state["ops"])
+        self.graphs_per_call.update(state["graphs_per_call"])
+        self.planned.update(state["planned"])
+        self.indices = list(state["indices"])
+        self.replay.update(state["replay"])
+        self.replayed = list(state["replayed"])
+        self.prior_wall = float(state["wall_seconds"])
 
     def add_result(self, msg: dict, verdicts: list[Verdict]) -> None:
         """Count one "result" message; ``verdicts``: its failing verdicts, parsed."""
@@ -175,6 +186,7 @@ class Stats:
         if isinstance(index, int):
             self.indices.append(index)
         elif isinstance(index, str) and index.startswith(CORPUS_PREFIX):
+            self.replayed.append(index[len(CORPUS_PREFIX):])
             self.replay["cases"] += 1
             elapsed = round(time.time() - self.started, 2)
             if self.replay["first_verdict_seconds"] is None:
@@ -184,6 +196,7 @@ class Stats:
 
     def timeline_line(self, wall: float, confirmed: int, tracked: dict) -> dict:
         c = self.counts
+        wall += self.prior_wall
         return {"t": round(wall, 2), "programs": c["programs_generated"], "valid": c["programs_valid"],
                 "calls": c["calls"], "checked": c["calls_checked"], "findings": confirmed,
                 "candidates": c["candidates"], "distinct_ops": len(self.ops), "guard_regions": c["guard_regions"],
@@ -192,6 +205,7 @@ class Stats:
 
     def to_json(self, wall: float, extra: dict) -> dict:
         c = self.counts
+        wall += self.prior_wall
         generated = max(c["programs_generated"], 1)
         # Workers run for the whole wall time; fresh-process confirmations run
         # beside them, so their time adds to the total rather than hiding in it.
@@ -322,6 +336,9 @@ class Campaign:
     def __init__(self, config: CampaignConfig):
         self.config = config
         self.out = Path(config.out)
+        self.torch_version = environment().get("torch")
+        # Raises OutFolderError for a folder that holds another run (or one --resume cannot continue).
+        resumed = check_out_folder(config, self.torch_version)
         self.out.mkdir(parents=True, exist_ok=True)
         self.stats = Stats(config)
         self.findings = FindingStore(self.out / "findings")
@@ -357,13 +374,40 @@ class Campaign:
         self.health = ProgramHealth()
         self.stop_reason: Optional[str] = None  # why the campaign stopped early
         self.fuzz_start: Optional[float] = None  # when the canary passed: the budget starts then
+        self.resumed_unconfirmed: list[Finding] = []  # an earlier run's unconfirmed candidates, confirmed now
+        if resumed is not None:
+            self._resume(resumed)
+
+    def _resume(self, state: dict) -> None:
+        """Continue the campaign in --out: its counters, the indices it did not finish,
+        the corpus cases it did not replay, and its unconfirmed candidates to confirm."""
+        self.stats.restore(state)
+        self.summary.update(state["summary"])
+        done = set(self.stats.indices)
+        self.indices = (i for i in shard_indices(self.config.shard, self.config.max_cases) if i not in done)
+        self.next_index = next(self.indices, None)
+        self.replay_queue = [c for c in self.replay_queue if c.name not in set(self.stats.replayed)]
+        self.confirmed = {p.parent.name for p in (self.out / "findings").glob("*/finding.json")}
+        if self.config.confirm:
+            self.resumed_unconfirmed = [f for f in self._readable(self.unconfirmed)]
+            self.summary["unconfirmed"] -= len(self.resumed_unconfirmed)
+
+    @staticmethod
+    def _readable(store: FindingStore) -> list[Finding]:
+        """The findings of a store that can be read (a corrupt one stays where it is, untouched)."""
+        found = []
+        for path in sorted(store.root.glob("*/finding.json")):
+            try:
+                found.append(Finding.from_json(json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, TypeError, KeyError, AttributeError):
+                continue
+        return found
 
     # ------------------------------------------------------------ candidates
 
     def candidate(self, finding: Finding) -> None:
         """A failure seen in a worker: log it now, confirm it in a fresh process."""
         append_line(self.out / "candidates.jsonl", finding.to_json())
-        sig = finding.signature
         # Lanes lie below the oracles: they read a verdict as its JSON.
         reason = (self.config.lane.suspect_reason(finding.verdict.to_json(), finding.case, finding.triage)
                   or _slow_by_design(finding))
@@ -373,6 +417,12 @@ class Campaign:
                 self.suspect.add(finding)
                 self.summary["suspect"] += 1
             return
+        self._to_confirm(finding)
+
+    def _to_confirm(self, finding: Finding) -> None:
+        """Queue a candidate for its fresh-process confirmation (or record it as a duplicate,
+        as reported without confirmation, or as flaky after too many tries)."""
+        sig = finding.signature
         with self.lock:
             if sig in self.confirmed:
                 self.findings.add(finding)  # recorded as a duplicate of a confirmed finding
@@ -417,6 +467,9 @@ class Campaign:
             finding.confirmation = outcome.to_json()
             self.record_confirmation(finding, outcome)
             self.in_confirmation = None
+            if any(f is finding for f in self.resumed_unconfirmed):
+                # an earlier run's unconfirmed candidate, now judged and stored where it belongs
+                shutil.rmtree(self.unconfirmed.path(finding.signature), ignore_errors=True)
 
     def record_confirmation(self, finding: Finding, outcome) -> None:
         sig = finding.signature
@@ -435,8 +488,15 @@ class Campaign:
                 self.summary["findings"] += 1
                 self.progress.note(f"finding {sig} ({finding.verdict.symptom}), confirmed in a fresh process")
                 return
-            self.flaky.add(finding)
-            self.summary["flaky"] += 1
+            if finding.verdict.symptom == "timeout" and outcome.reason:
+                # Slow, not hung (or slow in eager too): a lane artefact of a short --case-timeout,
+                # kept with the reason, never a finding.
+                finding.triage = {**finding.triage, "suspect": outcome.reason}
+                self.suspect.add(finding)
+                self.summary["suspect"] += 1
+            else:
+                self.flaky.add(finding)
+                self.summary["flaky"] += 1
             if twins and self.tries[sig] < self.MAX_CONFIRM_TRIES:
                 self.confirming.add(sig)  # another case with this signature gets its chance
                 self.twins[sig] = twins[1:]
@@ -484,6 +544,9 @@ class Campaign:
         self.fuzz_start = None
         confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
         confirmer.start()
+        for finding in self.resumed_unconfirmed:
+            self.progress.note(f"resuming: confirming {finding.signature}, left unconfirmed by the earlier run")
+            self._to_confirm(finding)
         workers = [self._new_worker(slot) for slot in range(cfg.jobs)]
         last_stats = 0.0
         try:
@@ -834,7 +897,9 @@ class Campaign:
                 pending.extend(twins)
             self.twins.clear()
         for finding in pending:
-            self.unconfirmed.add(finding)
+            resumed = any(f is finding for f in self.resumed_unconfirmed)
+            if not (resumed and finding.signature in self.unconfirmed):  # (still stored: not twice)
+                self.unconfirmed.add(finding)
             self.summary["unconfirmed"] += 1
 
     def write_stats(self, wall: float) -> dict:
@@ -860,6 +925,8 @@ class Campaign:
         if self.internal.groups:
             write_json(self.out / "internal_errors.json", {"total": self.internal.total, "causes": self.internal.by_count()})
         write_json(self.out / "stats.json", data)
+        write_state(self.out, self.config, self.torch_version, self.stats, dict(self.summary), self.stats.replayed,
+                    self.stats.prior_wall + wall, write_json)
         append_line(self.out / "timeline.jsonl", self.stats.timeline_line(wall, extra["confirmed"], data["time_seconds"]))
         return data
 

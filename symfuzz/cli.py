@@ -11,7 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from symfuzz.campaign import Campaign, CampaignConfig, CampaignError, OutFolderError, Terminated
+from symfuzz.campaign import Campaign, CampaignConfig, CampaignError, Terminated
 from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
 from symfuzz.corpus.regression import ReferenceError, judge_against_reference, reference_torch
 from symfuzz.corpus.replay import replay_finding
@@ -25,6 +25,7 @@ from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
 from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
 from symfuzz.oracles.lanes.lane import LANES, get_lane
 from symfuzz.report import write_reports
+from symfuzz.resume import OutFolderError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
@@ -337,15 +338,19 @@ def cmd_fuzz(args) -> int:
         ray_address=args.ray_address,
         resume=args.resume,
     )
-    # A reused --out may hold an earlier run's findings and gate: this run's gate judges its own.
-    (args.out / "gate.json").unlink(missing_ok=True)
-    shard = f", shard {args.shard[0]}/{args.shard[1]}" if args.shard else ""
-    print(f"symfuzz: lane {lane.name}, seed {args.seed}{shard}, budget {args.budget:.0f}s, {args.jobs} workers "
-          f"-> {args.out}", file=sys.stderr)
     try:
-        stats = Campaign(config).run()
+        campaign = Campaign(config)  # refuses an --out that holds another run (unless --resume)
     except OutFolderError as exc:
         raise UsageError(str(exc)) from None
+    # A resumed --out holds the earlier run's gate: this run's gate judges anew.
+    (args.out / "gate.json").unlink(missing_ok=True)
+    shard = f", shard {args.shard[0]}/{args.shard[1]}" if args.shard else ""
+    resumed = (f" (resuming: {len(campaign.stats.indices)} cases done)" if campaign.stats.prior_wall or
+               campaign.stats.indices else "")
+    print(f"symfuzz: lane {lane.name}, seed {args.seed}{shard}, budget {args.budget:.0f}s, {args.jobs} workers "
+          f"-> {args.out}{resumed}", file=sys.stderr)
+    try:
+        stats = campaign.run()
     except CampaignError as exc:
         print(f"symfuzz fuzz: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT

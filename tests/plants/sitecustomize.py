@@ -72,6 +72,26 @@ def plant_hang_on_sin():
     registry._COMPILER_FNS["eager"] = hanging_backend
 
 
+def plant_slow_compile_on_sin():
+    """Merely slow, not hung: the first graph with torch.sin that a process compiles on
+    the "eager" backend takes SYMFUZZ_PLANT_SLOW_SECONDS (default 45) longer."""
+    import os
+    import time
+
+    import torch
+    from torch._dynamo.backends import registry
+
+    original = registry.lookup_backend("eager")
+    pending = [float(os.environ.get("SYMFUZZ_PLANT_SLOW_SECONDS", "45"))]
+
+    def slow_backend(gm, example_inputs):
+        if pending and any(node.target in (torch.sin, torch.Tensor.sin) for node in gm.graph.nodes):
+            time.sleep(pending.pop())
+        return original(gm, example_inputs)
+
+    registry._COMPILER_FNS["eager"] = slow_backend
+
+
 def plant_memory_hog_on_sigmoid():
     """Runaway memory: the "eager" backend allocates without end when a graph
     contains torch.sigmoid (the campaign's resident-memory watchdog must stop it)."""
@@ -256,6 +276,14 @@ def _fail_generating(should_fail):
     drawing.generate = generate
 
 
+def plant_slow_generation():
+    """In campaign workers, generating any case takes ten minutes: a campaign stopped
+    after its canary is stopped while a worker generates."""
+    import time
+
+    _fail_generating(lambda index: time.sleep(600) or False)
+
+
 def plant_generator_fault_most():
     """The generator fails for 9 of every 10 cases."""
     _fail_generating(lambda index: index % 10 != 0)
@@ -273,6 +301,8 @@ PLANTS = {
     "abs-symbolic": plant_abs_wrong_when_symbolic,
     "segfault-cos": plant_segfault_on_cos,
     "hang-sin": plant_hang_on_sin,
+    "slow-compile-sin": plant_slow_compile_on_sin,
+    "slow-generation": plant_slow_generation,
     "tanh-wrong-eager": plant_tanh_wrong_in_eager_backend,
     "exp-wrong-eager": plant_exp_wrong_in_eager_backend,
     "torch-without-compile": plant_torch_without_compile,

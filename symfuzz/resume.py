@@ -1,0 +1,107 @@
+"""Reusing an --out folder: refused when it holds another run, continued with --resume.
+
+A campaign writes what it needs to continue into ``OUT/campaign-state.json`` (beside
+stats.json, at the same moments): the counters behind stats.json, the case indices
+it finished, the corpus cases it replayed, and what fixes its cases (seed, lane,
+shard, generator settings, torch version). ``--resume`` checks that the new run
+draws the same cases, then carries the counters over and runs the indices not yet
+finished. Without ``--resume``, a folder that is not empty is refused: stats that
+restart beside findings that stay would count duplicates wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+STATE_FILE = "campaign-state.json"
+STATE_VERSION = 1
+
+
+class OutFolderError(Exception):
+    """--out cannot take this run (it holds another run and --resume was not given, or
+    --resume does not match it): a usage mistake, exit 2, said in one line."""
+
+
+def identity(config, torch_version: Optional[str]) -> dict:
+    """What fixes case i of a campaign: a resumed run must draw the same cases."""
+    return {"seed": config.seed, "lane": config.lane.name, "shard": list(config.shard) if config.shard else None,
+            "gen_config": json.loads(json.dumps(config.gen_config, sort_keys=True)), "torch": torch_version}
+
+
+# How each identity key is spelled on the command line, for the messages.
+_FLAGS = {"seed": "--seed", "lane": "--lane", "shard": "--shard",
+          "gen_config": "--ops/--max-ops/--translation-validation/--no-guard-planning", "torch": "torch"}
+
+
+def check_out_folder(config, torch_version: Optional[str]) -> Optional[dict]:
+    """The state to resume from (None: start a new campaign); raises OutFolderError."""
+    out = Path(config.out)
+    if out.exists() and not out.is_dir():
+        raise OutFolderError(f"--out {out} exists and is not a folder; pick a folder")
+    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if not entries:
+        return None
+    if not config.resume:
+        raise OutFolderError(f"--out {out} already holds {_describe(out, entries)}; continue that campaign with "
+                             f"--resume, or pick an empty --out (or delete this one)")
+    state = _read_state(out)
+    mine = identity(config, torch_version)
+    theirs = state.get("identity") or {}
+    different = [key for key in mine if theirs.get(key) != mine[key]]
+    if different:
+        what = "; ".join(f"{_FLAGS[k]}: {_show(theirs.get(k))} there, {_show(mine[k])} now" for k in different)
+        raise OutFolderError(f"--resume: {out} holds a campaign that draws other cases ({what}); resume it with "
+                             f"the same settings, or pick an empty --out")
+    return state
+
+
+def write_state(out: Path, config, torch_version: Optional[str], stats, summary: dict, replayed: list,
+                wall: float, write_json) -> None:
+    write_json(out / STATE_FILE, {
+        "version": STATE_VERSION,
+        "identity": identity(config, torch_version),
+        "wall_seconds": round(wall, 2),
+        "counts": dict(stats.counts), "seconds": dict(stats.seconds), "ops": dict(stats.ops),
+        "graphs_per_call": dict(stats.graphs_per_call), "planned": dict(stats.planned),
+        "indices": sorted(stats.indices), "replay": dict(stats.replay), "replayed": sorted(replayed),
+        "summary": dict(summary),
+    })
+
+
+def _read_state(out: Path) -> dict:
+    path = out / STATE_FILE
+    if not path.is_file():
+        raise OutFolderError(f"--resume: {out} holds no campaign state ({STATE_FILE} is missing: not a symfuzz fuzz "
+                             f"folder, or one from an older symfuzz); pick an empty --out")
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise OutFolderError(f"--resume: {path} cannot be read ({exc}); pick an empty --out") from None
+    shapes = {"identity": dict, "wall_seconds": (int, float), "counts": dict, "seconds": dict, "ops": dict,
+              "graphs_per_call": dict, "planned": dict, "indices": list, "replay": dict, "replayed": list,
+              "summary": dict}
+    bad = [key for key, kind in shapes.items() if not isinstance(state.get(key) if isinstance(state, dict) else None,
+                                                                  kind)]
+    if not bad and not all(isinstance(i, int) for i in state["indices"]):
+        bad = ["indices"]
+    if bad or state.get("version") != STATE_VERSION:
+        what = f"field(s) {', '.join(bad)} missing or of the wrong type" if bad else f"version {state.get('version')!r}"
+        raise OutFolderError(f"--resume: {path} is not a state this symfuzz wrote ({what}); pick an empty --out")
+    return state
+
+
+def _describe(out: Path, entries: list[str]) -> str:
+    try:
+        stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+        programs = stats["programs"]["generated"]
+        findings = stats["findings"]["confirmed"]
+        return f"an earlier campaign (seed {stats['seed']}, {programs} programs, {findings} confirmed findings)"
+    except (OSError, ValueError, KeyError, TypeError):
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        return f"{len(entries)} other file(s) ({shown})"
+
+
+def _show(value) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)

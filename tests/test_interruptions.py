@@ -1,0 +1,216 @@
+"""Stopping a campaign, reusing its folder, and telling a hang from a slow program.
+
+SIGTERM (what CI systems send on cancel or timeout) at three stages: while a
+worker generates a case, while it compiles one, and while a candidate is being
+confirmed in a fresh process. Each time: exit 143, stats.json and the summary
+final, every candidate kept, and nothing that was merely stopped recorded as a
+finding. Then ``--resume`` continues the stopped campaign and confirms what it
+left unconfirmed; a folder holding another run is refused without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, planted_env
+
+from symfuzz.campaign import Campaign, CampaignConfig
+from symfuzz.corpus.replay import ReplayOutcome, _judge_hang, hang_limit
+from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.resume import STATE_FILE, OutFolderError, check_out_folder
+
+EAGER = ["--lane", "eager", "--max-ops", "2", "--jobs", "1", "--budget", "10m", "--seed", "0"]
+
+
+def start(args, plant: str, extra_env=None) -> subprocess.Popen:
+    env = dict(os.environ, **planted_env(plant), **(extra_env or {}))
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    return subprocess.Popen([sys.executable, "-m", "symfuzz.cli", "fuzz", *map(str, args)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, what: str, limit: float = 240) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def canary_passed(out: Path) -> bool:
+    log = out / "canary.log"
+    return log.exists() and "passed" in log.read_text()
+
+
+def terminate(proc: subprocess.Popen) -> tuple[str, str]:
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    return stdout, stderr
+
+
+def assert_final(out: Path, stdout: str) -> dict:
+    """stats.json and gate.json are the final ones, and the summary was printed."""
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["findings"]["interrupted"] is True and stats["findings"]["interrupted_by"] == "SIGTERM"
+    assert json.loads((out / "gate.json").read_text())["exit_code"] == 143
+    assert "programs   " in stdout and f"stats      {out / 'stats.json'}" in stdout, stdout
+    state = json.loads((out / STATE_FILE).read_text())
+    assert state["counts"].get("programs_generated", 0) == stats["programs"]["generated"]
+    return stats
+
+
+def kept_signatures(out: Path) -> set[str]:
+    return {p.parent.name for p in out.glob("*/*/finding.json")}
+
+
+def test_sigterm_while_a_worker_generates(tmp_path):
+    out = tmp_path / "out"
+    proc = start([*EAGER, "--ops", "add", "--out", out], "slow-generation")
+    wait_for(lambda: canary_passed(out), "the canary")
+    time.sleep(1.0)  # the worker has case 0 and is generating it (for ten minutes)
+    stdout, _ = terminate(proc)
+    stats = assert_final(out, stdout)
+    assert stats["programs"]["generated"] == 0
+    assert not (out / "candidates.jsonl").exists() and not kept_signatures(out)  # a stopped case is no finding
+
+
+def test_sigterm_while_a_worker_compiles(tmp_path):
+    out = tmp_path / "out"
+    proc = start([*EAGER, "--ops", "sin", "--out", out], "hang-sin")
+    wait_for(lambda: canary_passed(out), "the canary")
+    time.sleep(3.0)  # case 0 is generated in well under a second; its compile never returns
+    stdout, _ = terminate(proc)
+    assert_final(out, stdout)
+    # The worker was killed by the stop, not past the case timeout: no timeout finding.
+    assert not (out / "candidates.jsonl").exists() and not kept_signatures(out)
+
+
+def test_sigterm_while_confirming_keeps_the_candidate_and_resume_confirms_it(tmp_path):
+    out = tmp_path / "out"
+    proc = start([*EAGER, "--ops", "cos", "--out", out], "segfault-cos")
+    wait_for(lambda: (out / "candidates.jsonl").exists(), "a candidate")
+    stdout, _ = terminate(proc)  # its fresh-process confirmation has just started
+    stats = assert_final(out, stdout)
+    seen = {json.loads(line)["signature"] for line in (out / "candidates.jsonl").read_text().splitlines()}
+    assert seen and seen <= {p.parent.name for p in out.glob("unconfirmed/*/finding.json")}
+    assert stats["findings"]["unconfirmed"] == len(seen) and stats["findings"]["confirmed"] == 0
+    done = stats["indices"]
+
+    # The folder holds that run: refused without --resume, and left as it was.
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    refused = subprocess.run([sys.executable, "-m", "symfuzz.cli", "fuzz", *EAGER, "--ops", "cos", "--out", str(out)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr
+    assert "--resume" in refused.stderr and "Traceback" not in refused.stderr
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+    # --resume: no case left to run (max 1 case, and case 0 is done), the candidate is confirmed.
+    proc = start([*EAGER, "--ops", "cos", "--out", out, "--resume", "--max-cases", max(done) + 1, "--quiet"],
+                 "segfault-cos")
+    stdout, stderr = proc.communicate(timeout=400)
+    assert proc.returncode == 1, stdout + stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert set(stats["findings"]["signatures"]) == seen
+    assert stats["findings"]["unconfirmed"] == 0 and not list(out.glob("unconfirmed/*/finding.json"))
+    assert stats["indices"] == done  # carried over, nothing run twice
+
+
+def _config(out: Path, **kw) -> CampaignConfig:
+    return CampaignConfig(out=out, lane=get_lane("eager"), quiet=True, **kw)
+
+
+def test_resume_runs_the_indices_not_yet_finished(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    first = Campaign(_config(out, max_cases=8))
+    first.stats.indices = [0, 1, 3]
+    first.stats.counts["programs_generated"] = 3
+    first.summary["flaky"] = 2
+    first.write_stats(12.5)
+    again = Campaign(_config(out, max_cases=8, resume=True))
+    assert again.next_index == 2 and list(again.indices) == [4, 5, 6, 7]
+    stats = again.write_stats(1.0)
+    assert stats["programs"]["generated"] == 3 and stats["findings"]["flaky"] == 2
+    assert stats["wall_seconds"] == 13.5 and stats["indices"] == [0, 1, 3]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"seed": 1}, "--seed: 0 there, 1 now"),
+    ({"shard": (1, 2)}, "--shard: None there"),
+    ({"gen_config": {"max_ops": 3}}, "--ops/--max-ops"),
+])
+def test_resume_refuses_a_campaign_that_draws_other_cases(tmp_path, change, message):
+    out = tmp_path / "out"
+    Campaign(_config(out)).write_stats(1.0)
+    with pytest.raises(OutFolderError, match=message.replace("(", r"\(")):
+        check_out_folder(_config(out, resume=True, **change), "2.13.0")
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "holds no campaign state"),
+    ("{trunc", "cannot be read"),
+    ('{"version": 1, "identity": {}}', "not a state this symfuzz wrote"),
+    (b"\xff\xfe", "cannot be read"),
+])
+def test_resume_refuses_a_folder_without_a_readable_state(tmp_path, content, message):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stats.json").write_text("{}")
+    if content is not None:
+        path = out / STATE_FILE
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    with pytest.raises(OutFolderError, match=message):
+        check_out_folder(_config(out, resume=True), "2.13.0")
+    with pytest.raises(OutFolderError, match="already holds 2 other file|already holds 1 other file"):
+        check_out_folder(_config(out), "2.13.0")
+
+
+def test_an_empty_or_missing_out_starts_a_new_campaign(tmp_path):
+    assert check_out_folder(_config(tmp_path / "missing", resume=True), "2.13.0") is None
+    (tmp_path / "empty").mkdir()
+    assert check_out_folder(_config(tmp_path / "empty"), "2.13.0") is None
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutFolderError, match="not a folder"):
+        check_out_folder(_config(tmp_path / "file"), "2.13.0")
+
+
+# ---------------------------------------------------------------- hang or slow?
+
+def _timed_out(seconds: float) -> ReplayOutcome:
+    return ReplayOutcome("reproduced", None, None, seconds, "")
+
+
+def test_a_hang_needs_eager_to_be_fast_and_compiled_to_run_past_the_longer_limit():
+    assert hang_limit(30, 300) == 300 and hang_limit(180, 300) == 420
+    hung = _judge_hang(_timed_out(300), 300, 30, lambda: (0, "", 4.0, False))
+    assert hung.status == "reproduced" and hung.reason.startswith("hung:")
+    slow_eager = _judge_hang(_timed_out(300), 300, 30, lambda: (0, "", 200.0, False))
+    assert slow_eager.status == "broken" and "slow, not the compiler" in slow_eager.reason
+    eager_hangs = _judge_hang(_timed_out(300), 300, 30, lambda: (None, "", 300.0, False))
+    assert eager_hangs.status == "broken" and "ran past the limit" in eager_hangs.reason
+    finished = _judge_hang(ReplayOutcome("fixed", 0, None, 48.0, ""), 300, 30, lambda: pytest.fail("not needed"))
+    assert finished.status == "fixed" and finished.reason.startswith("slow, not hung")
+
+
+@pytest.mark.slow
+def test_a_slow_compile_past_a_short_case_timeout_is_no_finding(tmp_path):
+    """The first sin graph a process compiles takes 45 s more: the worker is killed past a
+    30 s case timeout, but the fresh process finishes under the longer limit: suspect, not
+    a timeout finding, and the run is green."""
+    out = tmp_path / "out"
+    proc = start([*EAGER, "--ops", "sin", "--max-cases", "1", "--case-timeout", "30s", "--quiet", "--out", out],
+                 "slow-compile-sin")
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stdout + stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["findings"]["confirmed"] == 0 and stats["findings"]["suspect"] == 1
+    suspect = json.loads(next(out.glob("suspect/timeout-*/finding.json")).read_text())
+    assert suspect["triage"]["suspect"].startswith("slow, not hung"), suspect["triage"]
