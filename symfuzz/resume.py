@@ -40,7 +40,9 @@ def check_out_folder(config, torch_version: Optional[str]) -> Optional[dict]:
     out = Path(config.out)
     if out.exists() and not out.is_dir():
         raise OutFolderError(f"--out {out} exists and is not a folder; pick a folder")
-    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    # The case corpus may live inside --out (--corpus OUT/corpus, restored from a CI cache).
+    corpus = Path(config.corpus).resolve() if getattr(config, "corpus", None) else None
+    entries = sorted(p.name for p in out.iterdir() if p.resolve() != corpus) if out.is_dir() else []
     if not entries:
         return None
     if not config.resume:

@@ -174,6 +174,8 @@ def test_resume_refuses_a_folder_without_a_readable_state(tmp_path, content, mes
 
 
 def test_an_empty_or_missing_out_starts_a_new_campaign(tmp_path):
+    (tmp_path / "with-corpus" / "corpus" / "cases").mkdir(parents=True)  # --corpus OUT/corpus, restored first
+    assert check_out_folder(_config(tmp_path / "with-corpus", corpus=tmp_path / "with-corpus" / "corpus"), "2") is None
     assert check_out_folder(_config(tmp_path / "missing", resume=True), "2.13.0") is None
     (tmp_path / "empty").mkdir()
     assert check_out_folder(_config(tmp_path / "empty"), "2.13.0") is None
