@@ -19,6 +19,7 @@ not import torch.
 """
 
 import json
+import os
 import re
 
 from symfuzz.corpus.atomic import write_text
@@ -31,7 +32,9 @@ DESCRIPTION = (
 )
 # "success" is accepted when reading (a natural thing to type) but written as PyTorch's "xsuccess".
 _READ_STATUSES = {"xfail": "xfail", "skip": "skip", "xsuccess": "xsuccess", "success": "xsuccess"}
-_COMMENT_CHARS = 200
+# A comment holds the failure's headline and the details a headline introduces ("...: details"),
+# up to this many characters: enough for a Jacobian mismatch or a torch error with its op name.
+_COMMENT_CHARS = 400
 
 
 class StoreError(Exception):
@@ -56,12 +59,22 @@ def _migrated(check):
 
 
 def _comment(message):
-    # The first non-blank line: PyTorch's errors often start with a newline.
+    """The comment accept() writes for a failure: its first non-blank line (PyTorch's errors
+    often start with a newline); a first line ending in ":" introduces its details (gradcheck's
+    "disagrees with numerical gradients:" then the Jacobian mismatch), so the lines after it
+    follow, up to a traceback. Longer than _COMMENT_CHARS: cut at a word, with "..."."""
     lines = [line.strip() for line in str(message).splitlines() if line.strip()]
-    first = lines[0] if lines else "failed"
-    if len(first) > _COMMENT_CHARS:
-        first = first[: _COMMENT_CHARS - 3] + "..."
-    return _AUTO + first
+    text = lines[0] if lines else "failed"
+    if text.endswith(":"):
+        for line in lines[1:]:
+            if line.startswith("Traceback") or len(text) >= _COMMENT_CHARS:
+                break
+            text += " " + line
+    if len(text) > _COMMENT_CHARS:
+        cut = text[: _COMMENT_CHARS - 3]
+        cut = cut.rsplit(" ", 1)[0] if " " in cut[_COMMENT_CHARS // 2:] else cut
+        text = cut.rstrip() + "..."
+    return _AUTO + text
 
 
 _AUTO = "symfuzz: "  # the prefix of comments accept() writes itself
@@ -82,6 +95,13 @@ class XfailStore:
                 text = fp.read()
         except FileNotFoundError:
             return cls(path)
+        except IsADirectoryError:
+            raise StoreError(f"{path}: is a folder, not a store file (name a .json file in it)") from None
+        except UnicodeDecodeError as e:
+            raise StoreError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); "
+                             "a store is JSON in UTF-8") from None
+        except OSError as e:
+            raise StoreError(f"{path}: cannot read it ({e.strerror or e})") from None
         if not text.strip():
             return cls(path)
         try:
@@ -89,6 +109,26 @@ class XfailStore:
         except json.JSONDecodeError as e:
             raise StoreError(f"{path}: not valid JSON ({e})") from None
         return cls(path, *_parse(path, obj))
+
+    @staticmethod
+    def check_writable(path):
+        """Raise StoreError unless accept mode can write the store at path: an existing
+        file must have write permission (its mode bits, which hold for root too: a store
+        made read-only on purpose is not replaced), a new one needs a folder it can go in."""
+        path = os.path.abspath(str(path))
+        if os.path.isdir(path):
+            raise StoreError(f"{path}: is a folder, not a store file (name a .json file in it)")
+        if os.path.exists(path):
+            if not os.stat(path).st_mode & 0o222 or not os.access(path, os.W_OK):
+                raise StoreError(f"{path}: is read-only; accept mode rewrites it (make it writable, "
+                                 "or run without accept)")
+        parent = os.path.dirname(path)
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)  # save() creates the missing folders below it
+        if not os.path.isdir(parent):
+            raise StoreError(f"{path}: {parent} is a file, not a folder")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(f"{path}: the folder {parent} is not writable; accept mode writes the store there")
 
     def _matching(self, op, check):
         """(exact entry or None, [(name, entry)] of migrated PyTorch-style entries) for one check."""

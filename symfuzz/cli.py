@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import math
 import os
 import re
 import shutil
@@ -11,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from symfuzz.campaign import Campaign, CampaignConfig, CampaignError, Terminated
+from symfuzz.campaign import CASE_TIMEOUT_FLOOR, Campaign, CampaignConfig, CampaignError, Terminated
 from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
 from symfuzz.corpus.regression import ReferenceError, judge_against_reference, reference_torch
 from symfuzz.corpus.replay import replay_finding
@@ -24,7 +26,7 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
 from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
 from symfuzz.oracles.lanes.lane import LANES, get_lane
-from symfuzz.report import write_reports
+from symfuzz.report import load_run, write_reports
 from symfuzz.resume import OutFolderError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
@@ -60,6 +62,10 @@ exit codes:
   2    usage mistake or bad input
   3    findings that could not be judged (a repro that could not run)
   130 / 143  interrupted by SIGINT / SIGTERM
+
+Replaying runs each finding's repro.py: code, by design (treat a finding from someone
+else like any script you would run). Reading findings and baselines runs nothing: they
+are JSON (no pickle, no eval). The full contract: docs/exit-codes.md
 """
 
 
@@ -69,17 +75,17 @@ def _raise_terminated(signum, frame):
 
 def fail_on_choice(text: str) -> str:
     if text not in POLICIES:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a policy; choose one of {', '.join(POLICIES)}")
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(POLICIES)}, got {text!r}")
     return text
 
 
 def shard_spec(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
     if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a shard; write K/N, e.g. 1/4")
+        raise argparse.ArgumentTypeError(f"must be K/N (shard K of N), e.g. 1/4, got {text!r}")
     k, n = int(m.group(1)), int(m.group(2))
     if not 1 <= k <= n:
-        raise argparse.ArgumentTypeError(f"shard {k}/{n}: K must be between 1 and N")
+        raise argparse.ArgumentTypeError(f"must be K/N with 1 <= K <= N, got {text}")
     return k, n
 
 
@@ -87,52 +93,246 @@ class UsageError(Exception):
     """A mistake in how symfuzz was called: reported in one line, no traceback."""
 
 
-def duration(text: str) -> float:
-    """'90', '90s', '10m', '1h', '1m30s' -> seconds."""
-    m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text)
+# Type functions: argparse calls them with an option's text. Their messages read after
+# the option's name ("--budget must be positive, got -5s"; see SymfuzzParser.error).
+
+DURATION_MAX = 7 * 24 * 3600.0  # a week: longer waits overflow poll()'s millisecond timeouts (24.8 days)
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def _seconds(text: str) -> float:
+    """'90', '90s', '10m', '1h', '1m30s', '-5s' -> seconds (negative for a leading '-')."""
+    body = text.strip()
+    sign = -1.0 if body.startswith("-") else 1.0
+    m = _DURATION.fullmatch(body.lstrip("-").strip())
     if not m or not any(m.groups()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write e.g. 120s, 10m or 1h")
+        raise argparse.ArgumentTypeError(f"must be a duration such as 120s, 10m, 1h or 1h30m, got {text!r}")
     h, mins, s = (float(g) if g else 0.0 for g in m.groups())
-    return h * 3600 + mins * 60 + s
+    return sign * (h * 3600 + mins * 60 + s)
+
+
+def duration(text: str) -> float:
+    """A positive duration of at most a week, in seconds: '90', '90s', '10m', '1h', '1m30s'."""
+    seconds = _seconds(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    if seconds > DURATION_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most a week (168h), got {text}")
+    return seconds
+
+
+def case_timeout(text: str) -> float:
+    """--case-timeout: a duration of at least CASE_TIMEOUT_FLOOR."""
+    seconds = _seconds(text)
+    if seconds < CASE_TIMEOUT_FLOOR:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {CASE_TIMEOUT_FLOOR:.0f}s, got {text}: a case compiles its program once per "
+            f"recompile (a first compile alone takes about 20 s), so a shorter limit kills programs that are "
+            f"merely slow")
+    return duration(text)
 
 
 def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
+SEED_MAX = 2**63 - 1  # a seed fits a signed 64-bit integer, for whatever reads stats.json
+
+
+def seed_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 2**63-1 ({SEED_MAX}), got {text}")
+    return value
+
+
+MEMORY_FLOOR_MB = 1024  # a worker that imported torch and compiled once holds 0.5-1 GB
+
+
+def memory_mb(text: str) -> int:
+    value = positive_int(text)
+    if value < MEMORY_FLOOR_MB:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {MEMORY_FLOOR_MB} (MB), got {value}: a worker holds 0.5-1 GB once it has imported "
+            f"torch and compiled, so a lower limit kills every worker")
+    return value
+
+
+def local_jobs_max() -> int:
+    """The most local worker processes: 4 per CPU (each is a Python holding torch, compiling)."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def local_jobs(text: str) -> int:
+    value = positive_int(text)
+    if value > local_jobs_max():
+        raise argparse.ArgumentTypeError(
+            f"must be at most {local_jobs_max()} (4 per CPU, {os.cpu_count() or 1} here), got {value}")
+    return value
+
+
+def share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1, e.g. 0.05, got {text!r}")
+    return value
+
+
+class SymfuzzParser(argparse.ArgumentParser):
+    """argparse, with a bad option answered in one line (no usage block): what is wrong, where to look."""
+
+    def error(self, message):
+        # "argument --budget: must be positive, got -5s" -> "--budget must be positive, got -5s"
+        m = re.fullmatch(r"argument (\S+): (.*)", message, re.S)
+        if m:
+            message = f"{m[1]}{' ' if m[2].startswith(('must ', 'is ')) else ': '}{m[2]}"
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Epilogs as written; each option's help ends with its default where it has one and does not say it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or not action.option_strings or default is None or default is False
+                or default is argparse.SUPPRESS or default == []):
+            return text
+        return text + " (default: %(default)s)"
+
+
+class VersionAction(argparse.Action):
+    """--version: symfuzz's version and those of what it tests and uses, read without importing them."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(versions_text())
+        parser.exit(EXIT_OK)
+
+
+VERSIONED = (("symfuzz", "symfuzz"), ("torch", "torch"), ("triton", "triton"), ("hypothesis", "hypothesis"),
+             ("z3", "z3-solver"))
+
+
+def versions_text() -> str:
+    lines = []
+    for name, distribution in VERSIONED:
+        try:
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            version = "not installed"
+        lines.append(f"{name} {version}")
+    return "\n".join(lines) + "\n"
+
+
+MAIN_EPILOG = """\
+exit codes (every subcommand): 0 ok, 1 failing findings (torch is wrong, or the bug
+reproduced), 2 usage mistake or bad input, 3 could not judge (symfuzz or the environment
+is broken), 130 SIGINT, 143 SIGTERM. The full contract, per subcommand: docs/exit-codes.md
+"""
+
+SIMPLE_EXIT_CODES = """\
+exit codes:
+  0    done
+  2    usage mistake or bad input (one line on stderr says what and what to do)
+  3    symfuzz or its environment is broken (a traceback above the last line)
+  130 / 143  interrupted by SIGINT / SIGTERM
+"""
+
+MINIFY_EXIT_CODES = """\
+A script's own arguments go after `--`: symfuzz minify crash.py --jobs 2 -- --steps 3
+
+Minifying runs the finding's repro script, or SCRIPT, and its candidates: code, by
+design (treat a finding or script from someone else like any script you would run).
+Reading a finding itself runs nothing (finding.json is JSON: no pickle, no eval).
+
+exit codes:
+  0    the repro was written and, in a fresh process, it fails the same way
+  1    the repro was written, but in a fresh process it did not fail the same way
+  2    usage mistake or bad input (no such finding or script, one that does not fail,
+       a bad option)
+  3    symfuzz or its environment is broken (a traceback above the last line)
+  130 / 143  interrupted by SIGINT / SIGTERM
+"""
+
+ACCEPT_EXIT_CODES = """\
+exit codes:
+  0    the baseline was written (or already held every finding)
+  2    usage mistake or bad input: not an OUT folder, an unreadable finding or baseline
+  3    symfuzz or its environment is broken (a traceback above the last line)
+"""
+
+MERGE_EXIT_CODES = """\
+exit codes: as `symfuzz fuzz`, for the merged findings:
+  0    nothing fails under the --fail-on policy
+  1    merged findings fail under the policy
+  2    usage mistake or bad input: a folder that is no symfuzz OUT, an unreadable
+       stats.json, --out one of the inputs, shards of different runs; --out is unchanged
+  3    could not judge: a merged run that tested too little, a shard missing, or
+       symfuzz or the environment is broken
+  130 / 143  interrupted by SIGINT / SIGTERM
+"""
+
+REPORT_EXIT_CODES = """\
+exit codes:
+  0    the reports were written
+  2    usage mistake or bad input: not an OUT folder, an unreadable or malformed
+       stats.json or finding.json, a --dest that cannot be written
+  3    the reports could not be written for another reason (a full disk), or symfuzz is broken
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="symfuzz", description="Fuzz PyTorch's dynamic-shape compiler.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = SymfuzzParser(prog="symfuzz", description="Fuzz PyTorch's dynamic-shape compiler.", epilog=MAIN_EPILOG,
+                           formatter_class=HelpFormatter)
+    parser.add_argument("--version", action=VersionAction,
+                        help="print the versions of symfuzz, torch, triton, hypothesis and z3, and exit")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=SymfuzzParser)
 
     fuzz = sub.add_parser("fuzz", help="run a time-boxed fuzz campaign", epilog=FUZZ_EXIT_CODES,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+                          formatter_class=HelpFormatter)
     fuzz.add_argument("--budget", type=duration, default=120.0,
                       help="how long to fuzz, e.g. 120s, 10m (default 120s); starts once the canary program passes")
-    fuzz.add_argument("--seed", type=int, default=0, help="campaign seed; with the torch version it fixes the programs")
+    fuzz.add_argument("--seed", type=seed_number, default=0,
+                      help="campaign seed, 0 to 2**63-1; with the torch version it fixes the programs")
     fuzz.add_argument("--lane", default="inductor-cpp", help="compile lane (see `symfuzz lanes`)")
-    fuzz.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    fuzz.add_argument("--jobs", type=positive_int, default=2,
+                      help="worker processes (default 2; with the local executor at most 4 per CPU)")
     fuzz.add_argument("--out", type=Path, default=Path("symfuzz-out"), help="output folder (default ./symfuzz-out)")
     fuzz.add_argument("--resume", action="store_true",
                       help="continue the campaign in --out: same seed, the next case indices, stats carried over "
                            "(without it, an --out holding an earlier run is refused)")
-    fuzz.add_argument("--case-timeout", type=duration, default=180.0, help="kill a worker stuck on one case this long")
-    fuzz.add_argument("--memory-limit", type=positive_int, default=6144, metavar="MB", help="per-worker resident memory limit")
-    fuzz.add_argument("--max-cases", type=positive_int, default=None, help="stop after this many programs")
+    fuzz.add_argument("--case-timeout", type=case_timeout, default=180.0,
+                      help=f"kill a worker stuck on one case this long (default 3m; at least "
+                           f"{CASE_TIMEOUT_FLOOR:.0f}s: a case compiles once per recompile)")
+    fuzz.add_argument("--memory-limit", type=memory_mb, default=6144, metavar="MB",
+                      help=f"per-worker resident memory limit (default 6144; at least {MEMORY_FLOOR_MB})")
+    fuzz.add_argument("--max-cases", type=positive_int, default=None, help="stop after this many programs (default: no limit)")
     fuzz.add_argument("--max-ops", type=positive_int, default=12, help="most ops per generated program")
-    fuzz.add_argument("--max-findings", type=positive_int, default=None, help="stop once this many findings are confirmed")
-    fuzz.add_argument("--ops", default=None, help="comma-separated op names: generate only these (see `symfuzz ops`)")
-    fuzz.add_argument("--confirm-timeout", type=duration, default=300.0, help="limit for one fresh-process confirmation")
+    fuzz.add_argument("--max-findings", type=positive_int, default=None, help="stop once this many findings are confirmed (default: no limit)")
+    fuzz.add_argument("--ops", default=None,
+                      help="comma-separated op names: generate only these (see `symfuzz ops`; default: all)")
+    fuzz.add_argument("--confirm-timeout", type=duration, default=300.0,
+                      help="limit for one fresh-process confirmation (default 5m)")
     fuzz.add_argument("--no-confirm", action="store_true", help="report candidates without re-running them in a fresh process")
     fuzz.add_argument("--quiet", action="store_true", help="no progress output")
     fuzz.add_argument("--no-guard-planning", action="store_true",
                       help="make only the drawn calls (no calls solved from the installed guards)")
-    fuzz.add_argument("--translation-validation", type=float, default=0.02, metavar="RATE",
+    fuzz.add_argument("--translation-validation", type=share, default=0.02, metavar="RATE",
                       help="share of programs compiled under z3 translation validation (0-1; slow: default 0.02)")
     fuzz.add_argument("--minify", action="store_true",
                       help="minify each new confirmed finding (writes FINDING/minified/repro.py)")
@@ -152,7 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="replay the cases stored in DIR before generating any, and add this run's "
                            "findings and new-coverage cases to it")
     gate.add_argument("--shard", type=shard_spec, default=None, metavar="K/N",
-                      help="run only shard K of N: case indices i with i %% N == K-1, for the same seed")
+                      help="run only shard K of N: case indices i with i %% N == K-1, for the same seed "
+                           "(default: all cases)")
     gate.add_argument("--report", action="store_true",
                       help="write OUT/report/ (junit.xml, summary.md, report.html) at the end")
     fuzz.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -161,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --executor ray: the cluster to join (default: start a local Ray instance)")
 
     minify = sub.add_parser("minify", help="shrink a finding or a failing script into a small repro that stays dynamic",
-                            epilog="A script's own arguments go after `--`: symfuzz minify crash.py --jobs 2 -- --steps 3")
+                            epilog=MINIFY_EXIT_CODES, formatter_class=HelpFormatter)
     minify.add_argument("path", type=Path, help="a finding folder (with finding.json) or a script.py that fails under torch.compile")
     minify.add_argument("--out", type=Path, default=None,
                         help="where the repro goes: a file.py (reports beside it in file.minify/) or a folder "
@@ -173,16 +374,18 @@ def build_parser() -> argparse.ArgumentParser:
     same.add_argument("--test", metavar="CMD", default=None,
                       help="same bug = `CMD CANDIDATE.py` exits 0 (a timeout counts as not the same)")
     minify.add_argument("--budget", type=duration, default=600.0, help="time limit, e.g. 10m (default 10m)")
-    minify.add_argument("--jobs", type=positive_int, default=1, help="queries run in parallel (default 1)")
+    minify.add_argument("--jobs", type=local_jobs, default=1, help="queries run in parallel (default 1; at most 4 per CPU)")
     minify.add_argument("--timeout", type=duration, default=None,
                         help="limit for one query (default 5m, or a timeout finding's own limit)")
     minify.add_argument("--quiet", action="store_true", help="no progress output")
 
-    sub.add_parser("lanes", help="list the compile lanes and whether each can run here")
-    sub.add_parser("ops", help="list the op specs the generator draws from, by family")
+    sub.add_parser("lanes", help="list the compile lanes and whether each can run here", epilog=SIMPLE_EXIT_CODES,
+                   formatter_class=HelpFormatter)
+    sub.add_parser("ops", help="list the op specs the generator draws from, by family", epilog=SIMPLE_EXIT_CODES,
+                   formatter_class=HelpFormatter)
 
     replay = sub.add_parser("replay", help="re-run findings in fresh processes: reproduced or fixed?",
-                            epilog=REPLAY_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                            epilog=REPLAY_EXIT_CODES, formatter_class=HelpFormatter)
     replay.add_argument("path", type=Path, nargs="?", default=None,
                         help="a finding folder, a finding.json, or a folder of findings")
     replay.add_argument("--baseline", type=Path, default=None, metavar="FILE",
@@ -194,16 +397,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="which reproduced findings fail (default new: not in --baseline)")
     replay.add_argument("--timeout", type=duration, default=600.0, help="per finding (default 10m)")
 
-    accept = sub.add_parser("accept", help="record a run's confirmed findings as known, in a baseline file")
+    accept = sub.add_parser("accept", help="record a run's confirmed findings as known, in a baseline file",
+                            epilog=ACCEPT_EXIT_CODES, formatter_class=HelpFormatter)
     accept.add_argument("out", type=Path, help="a campaign's output folder (or a merged one)")
     accept.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE,
                         help=f"the baseline file (default {DEFAULT_BASELINE}); created if missing")
 
     merge = sub.add_parser("merge", help="combine the output folders of shards or runs, and judge the result",
-                           epilog="exit codes: as `symfuzz fuzz` (0, 1, 2, 3), for the merged findings",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+                           epilog=MERGE_EXIT_CODES, formatter_class=HelpFormatter)
     merge.add_argument("outs", type=Path, nargs="+", metavar="OUT", help="output folders to merge")
-    merge.add_argument("--out", type=Path, required=True, help="the merged folder")
+    merge.add_argument("--out", type=Path, required=True,
+                       help="the merged folder: new, empty, or an earlier merge output (replaced whole)")
     merge.add_argument("--baseline", type=Path, default=None, metavar="FILE",
                        help="judge the merged findings against this baseline (writes DIR/gate.json)")
     merge.add_argument("--fail-on", type=fail_on_choice, default="new", metavar="{regression,new,any}",
@@ -212,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="classify the merged findings against this Python (see fuzz --reference-python)")
     merge.add_argument("--reference-timeout", type=duration, default=600.0, help="per repro (default 10m)")
 
-    report = sub.add_parser("report", help="write JUnit XML, a Markdown summary and an HTML page for a run")
+    report = sub.add_parser("report", help="write JUnit XML, a Markdown summary and an HTML page for a run",
+                            epilog=REPORT_EXIT_CODES, formatter_class=HelpFormatter)
     report.add_argument("out", type=Path, help="a campaign's (or a merge's) output folder")
     report.add_argument("--dest", type=Path, default=None, help="where the reports go (default OUT/report)")
 
@@ -227,7 +432,7 @@ def main(argv=None) -> int:
     # let a positional swallow the options before it).
     script_args = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_negative_values(argv, value_options(parser)))
     args.script_args = tuple(script_args)
     if script_args and args.command != "minify":
         parser.error(f"arguments after `--` are only for `symfuzz minify script.py`: {' '.join(script_args)}")
@@ -250,6 +455,52 @@ def main(argv=None) -> int:
         print(f"symfuzz {args.command}: internal error (above): symfuzz or its environment failed, "
               "not torch; nothing was judged", file=sys.stderr)
         return EXIT_ENVIRONMENT
+
+
+_NEGATIVE = re.compile(r"-(?:\d|\.\d|inf|nan)", re.IGNORECASE)
+
+
+def value_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The option strings, of every subcommand, that take one value."""
+    parsers = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.extend(action.choices.values())
+    return {option for p in parsers for action in p._actions if action.nargs is None
+            for option in action.option_strings}
+
+
+def join_negative_values(argv: list[str], options: set[str]) -> list[str]:
+    """``--budget -5s`` -> ``--budget=-5s``: argparse takes a value that starts with '-' for an option
+    (and answers "expected one argument"); joined, the value reaches its type function, which says
+    what is wrong with it."""
+    joined, i = [], 0
+    while i < len(argv):
+        if argv[i] in options and i + 1 < len(argv) and _NEGATIVE.match(argv[i + 1]):
+            joined.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            joined.append(argv[i])
+            i += 1
+    return joined
+
+
+def writable_folder(path: Path, flag: str, advice: str = "pick a writable folder") -> None:
+    """Make sure ``path`` is (or can become) a folder that takes files: UsageError, one line, if not.
+
+    Creates the folder (the run would, a moment later) and a probe file in it, removed at once.
+    """
+    parent = next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), None)
+    if parent is not None and not parent.is_dir():
+        what = "is a file" if parent == path else f"lies under {parent}, which is a file"
+        raise UsageError(f"cannot write to {flag}{' ' * bool(flag)}{path}: it {what}, not a folder; {advice}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".symfuzz-write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write to {flag}{' ' * bool(flag)}{path}: {exc.strerror or exc}; {advice}") from None
 
 
 def cmd_opcheck(args) -> int:
@@ -294,9 +545,13 @@ def cmd_fuzz(args) -> int:
     if args.budget <= 0:
         raise UsageError("--budget must be positive")
     if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"--out {args.out} exists and is not a folder")
-    if not 0 <= args.translation_validation <= 1:
-        raise UsageError("--translation-validation is a share between 0 and 1, e.g. 0.05")
+        raise UsageError(f"cannot write to --out {args.out}: it is a file, not a folder; pick a writable folder")
+    if args.executor == "local" and args.jobs > local_jobs_max():
+        raise UsageError(f"--jobs must be at most {local_jobs_max()} with the local executor (4 per CPU, "
+                         f"{os.cpu_count() or 1} here), got {args.jobs}: each worker is a Python process holding "
+                         f"torch; for more workers, use --executor ray")
+    if args.report and (args.out / "report").exists() and not (args.out / "report").is_dir():
+        raise UsageError(f"--report writes {args.out / 'report'}/, which is a file; move it away")
     baseline = _baseline(args.baseline) if args.baseline else None
     _check_gate(args)
     if args.corpus is not None:
@@ -310,13 +565,17 @@ def cmd_fuzz(args) -> int:
         _check_ray()
     gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation,
                   "guard_planning": not args.no_guard_planning}
-    if args.ops:
+    if args.ops is not None:
         names = [n.strip() for n in args.ops.split(",") if n.strip()]
+        if not names:
+            raise UsageError(f"--ops names no op ({args.ops!r}); give comma-separated names (`symfuzz ops` lists "
+                             f"them), or leave --ops out to draw from every op")
         known = {s.name for s in all_specs()}
         unknown = [n for n in names if n not in known]
         if unknown:
             raise UsageError(f"unknown op(s) {', '.join(unknown)}; `symfuzz ops` lists the {len(known)} known ones")
         gen_config["ops"] = names
+    writable_folder(args.out, "--out")  # before the campaign: a read-only --out fails here, not mid-run
     config = CampaignConfig(
         out=args.out,
         lane=lane,
@@ -582,9 +841,10 @@ def cmd_merge(args) -> int:
         stats = merge_outputs(list(args.outs), args.out)
     except MergeError as exc:
         raise UsageError(str(exc)) from None
-    f = stats["findings"]
-    print(f"merged {len(args.outs)} folders into {args.out}: {stats['programs']['generated']} programs, "
-          f"{stats['calls']['checked']} calls checked, {f['confirmed']} findings ({', '.join(f['signatures']) or 'none'})")
+    f = stats.get("findings") or {}
+    print(f"merged {len(args.outs)} folders into {args.out}: {(stats.get('programs') or {}).get('generated', 0)} "
+          f"programs, {(stats.get('calls') or {}).get('checked', 0)} calls checked, {f.get('confirmed', 0)} findings "
+          f"({', '.join(f.get('signatures') or []) or 'none'})")
     # The merged run is judged as one run: the same gate, the same exit codes.
     gate = judge_findings(args.out, args.fail_on, baseline, args.reference_python, args.reference_timeout,
                           note=lambda message: print(message, file=sys.stderr))
@@ -615,6 +875,14 @@ def _missing_shards(stats: dict) -> list[str]:
 def cmd_report(args) -> int:
     if not (args.out / "stats.json").exists():
         raise UsageError(f"{args.out} is not a symfuzz output folder (no stats.json)")
+    try:
+        load_run(args.out)  # a bad OUT is refused before anything is written
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.dest is None:
+        writable_folder(args.out / "report", "", "give --dest a writable folder")
+    else:
+        writable_folder(args.dest, "--dest")
     try:
         print(_write_reports(args.out, args.dest))
     except ValueError as exc:
