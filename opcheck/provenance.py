@@ -121,7 +121,7 @@ def _modules_by_file() -> dict:
     return out
 
 
-def _import_root(name: str, file: str) -> str:
+def import_root(name: str, file: str) -> str:
     """The sys.path entry ``name`` imports from."""
     root = os.path.dirname(os.path.abspath(file))
     for _ in range(name.count(".") + (1 if file.endswith("__init__.py") else 0)):
@@ -162,7 +162,7 @@ def provenance(op_names, *, project_root=None) -> Provenance:
     for name in found + extra:
         file = getattr(sys.modules.get(name), "__file__", None)
         if file:
-            root = _import_root(name, file)
+            root = import_root(name, file)
             if root not in paths:
                 paths.append(root)
     libraries = sorted(getattr(torch.ops, "loaded_libraries", ()))

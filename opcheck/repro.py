@@ -3,7 +3,10 @@
 Rendered by ``corpus.scripts.render_snippet``, like every symfuzz script:
 the one prelude, then ``make_input`` (inlined from ``fuzz/script_runtime.py``)
 to rebuild the failing input, then the one thing that failed. Each snippet
-imports the module that registers the op (when we can tell which). The
+imports the module that registers the op (when we can tell which), from the
+folder this process imported it from, so it runs from any folder; when that
+import or the op's lookup fails it prints "could not run: ..." and exits 2,
+apart from 1 (an exception: the bug reproduced) and 0 (it passed). The
 Inductor check's snippet also inlines the check's own run
 (``opcheck.checks.compile.run_collecting``, ``float64_inputs``) and the
 judging function (``script_runtime.compare``), so it agrees with the check.
@@ -11,13 +14,15 @@ judging function (``script_runtime.compare``), so it agrees with the check.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
-from symfuzz.corpus.scripts import RUNTIME, render_snippet
+from symfuzz.corpus.scripts import EXIT_INVALID, RUNTIME, render_snippet
 from symfuzz.opcheck.checklist import (AOT_DISPATCH_DYNAMIC, AUTOGRAD_REGISTRATION, BY_NAME, FAKETENSOR, GRADIENT,
                                        INDUCTOR_DYNAMIC, NO_GRADS, SCHEMA, SYMBOLIC_FAKE)
 from symfuzz.opcheck.inputs import Case
-from symfuzz.opcheck.provenance import registering_modules
+from symfuzz.opcheck.provenance import import_root, registering_modules
 
 # Where the Inductor check's own run lives (its snippet inlines it).
 _INDUCTOR_CHECK = "symfuzz.opcheck.checks.compile"
@@ -65,15 +70,60 @@ def inputs_source(case: Case, *, requires_grad=frozenset(), dtype=None) -> str:
     return "\n".join(lines)
 
 
+# A snippet's exit codes: an uncaught exception (the bug shown) exits 1, a clean end 0.
+EXIT_CANNOT_RUN = EXIT_INVALID  # 2: the op could not be loaded, so nothing was tried
+
+_ABOUT = (f"Run it with plain `python`: exit 1 (an exception) while the bug reproduces, 0 once it passes,\n"
+          f"{EXIT_CANNOT_RUN} (\"could not run: ...\") when the op cannot be loaded, so nothing was tried.")
+
+
+def _import_root(module: str) -> str | None:
+    """The sys.path entry ``module`` was imported from in this process, if it has a file."""
+    file = getattr(sys.modules.get(module), "__file__", None)
+    return import_root(module, file) if file else None
+
+
+def _registers(module: str | None, qualname: str) -> str:
+    """The head's lines that load the module registering the op: from the folder it was
+    imported from here too, so the snippet runs from any folder without PYTHONPATH; a
+    module that does not import ends the snippet with one line and EXIT_CANNOT_RUN."""
+    if module is None:
+        return f"\n# import the module that registers {qualname} here"
+    root = _import_root(module)
+    where = (f"set PYTHONPATH to the folder it imports from (it was {root} when this snippet was written)"
+             if root else "set PYTHONPATH to the folder it imports from")
+    lines = [f"\n# The module that registers {qualname}" + (", and the folder symfuzz imported it from." if root else ".")]
+    if root:
+        lines.append(f"if {root!r} not in sys.path:\n    sys.path.append({root!r})")
+    lines += ["try:",
+              f"    import {module}  # registers {qualname}",
+              "except (Exception, SystemExit) as exc:",
+              f"    print(f\"could not run: cannot import {module} ({{type(exc).__name__}}: {{exc}}); \"",
+              f"          {where!r}, file=sys.stderr)",
+              f"    sys.exit({EXIT_CANNOT_RUN})"]
+    return "\n".join(lines)
+
+
+def _load_op(ns: str, name: str, overload: str, module: str | None) -> str:
+    """``op = torch.ops...``, or one line and EXIT_CANNOT_RUN when torch has no such op."""
+    hint = (f"{module} imported but did not register it" if module else
+            "import the module that registers it at the top of this snippet")
+    return "\n".join([
+        "try:",
+        f"    op = torch.ops.{ns}.{name}.{overload}",
+        "except (AttributeError, RuntimeError) as exc:",
+        f"    print(f\"could not run: no op {ns}::{name}.{overload} is registered ({{exc}}); {hint}\", file=sys.stderr)",
+        f"    sys.exit({EXIT_CANNOT_RUN})"])
+
+
 def _snippet(op, case: Case, body: str, what: str, *, helpers=(), **inputs_options) -> str:
     """The snippet: its head, the helpers, the failing input rebuilt, ``op``, then ``body``."""
     module = op_module(op)
     ns, name = op._schema.name.split("::")
-    registers = (f"import {module}  # registers {ns}::{name}" if module else
-                 f"# import the module that registers {ns}::{name} here")
     code = "\n".join([inputs_source(case, **inputs_options), "", "",
-                      f"op = torch.ops.{ns}.{name}.{op._overloadname}", "args, kwargs = inputs()", "", body.strip()])
-    return render_snippet(f"symfuzz opcheck repro: {what} of {ns}::{name}.", code, imports=[registers],
+                      _load_op(ns, name, op._overloadname, module), "args, kwargs = inputs()", "", body.strip()])
+    return render_snippet(f"symfuzz opcheck repro: {what} of {ns}::{name}.", code, about=_ABOUT,
+                          imports=[_registers(module, f"{ns}::{name}")],
                           helpers=[(RUNTIME, ["make_input"]), *helpers])
 
 
