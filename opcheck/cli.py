@@ -7,9 +7,7 @@
 Samples come from a calls file (recorded by ``pytest --opcheck``); an op
 without one gets a sample made from its schema. Each op is checked in a
 child process (``opcheck.runner``), so a crashing kernel is a result, not the
-end of the run. Exit code: 0 when every result is expected (per the store),
-1 when something failed unexpectedly or passed unexpectedly, 2 on usage
-errors.
+end of the run. Exit codes: see EXIT_CODES (the --help epilog).
 """
 
 from __future__ import annotations
@@ -23,17 +21,37 @@ from pathlib import Path
 
 from symfuzz.opcheck.checklist import CHECKS, SPECS, check_names
 from symfuzz.opcheck.contracts import parse_fixed
-from symfuzz.opcheck.runner import Task, run_ops
+from symfuzz.opcheck.runner import ChildImportError, Task, run_ops
 from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNJUDGED = 0, 1, 2, 3
 
 
 def _checks_help() -> str:
     """The epilog: each check and what it checks, from opcheck.checklist."""
     width = max(len(spec.name) for spec in SPECS)
     lines = [f"  {spec.name:<{width}}  {spec.description}" for spec in SPECS]
-    return "checks, in the order they run (--checks takes their names):\n" + "\n".join(lines)
+    return "checks, in the order they run (--checks takes their names):\n" + "\n".join(lines) + "\n\n" + EXIT_CODES
+
+
+EXIT_CODES = """\
+exit codes:
+  0    every result is what the store expects (no store: every check passed);
+       with --accept, the store now expects this run's results
+  1    an unexpected result: a check failed that the store does not mark xfail, a
+       check passed that it marks xfail (strict), or an op could not be checked
+       (its kernel hung, or the child could not rebuild it); with --accept, only
+       the last
+  2    usage mistake or bad input, found before any op is checked: a bad flag, an
+       unknown op or namespace, a --module that does not import, a calls file or
+       store that cannot be read (the store is then left as it is), a read-only
+       store with --accept
+  3    nothing was judged: the child process that checks the ops could not import
+       what registers them, or symfuzz or its environment failed (with a traceback)
+  130 / 143  interrupted by SIGINT / SIGTERM
+repro snippets (--repro-dir) exit 1 while the bug reproduces, 0 once it passes, and
+2 when they cannot run (the module that registers the op does not import)
+"""
 
 
 def add_parser(sub, duration):
@@ -81,18 +99,57 @@ def cmd_opcheck(args) -> int:
         return EXIT_USAGE
 
 
+def _validate(args):
+    """The mistakes that need no torch, found before anything is imported or run:
+    (checks, store, fixed). The store is read here; when it cannot be, nothing writes it."""
+    if args.accept and args.store is None:
+        raise OpcheckUsage("--accept needs --store PATH (the file to rewrite)")
+    for flag, value in (("--budget", args.budget), ("--op-timeout", args.op_timeout)):
+        if value is not None and not value > 0:
+            raise OpcheckUsage(f"{flag} must be a positive duration, e.g. 60s")
+    checks = None
+    if args.checks is not None:
+        names = [c for c in args.checks.split(",") if c.strip()]
+        if not names:
+            raise OpcheckUsage(f"--checks names no check; choose from {', '.join(CHECKS)}")
+        try:
+            checks = check_names(names)
+        except ValueError as exc:
+            raise OpcheckUsage(f"--checks: {exc}") from None
+    bad = [ns for value in args.namespace for ns in value.split(",") if ns.strip()
+           and ("::" in ns or not ns.strip().isidentifier())]
+    if bad:
+        raise OpcheckUsage(f"--namespace: {', '.join(bad)} is not a namespace (mylib, not mylib::op)")
+    store = None
+    if args.store is not None:
+        try:
+            store = XfailStore.load(args.store)
+            if args.accept:
+                XfailStore.check_writable(args.store)
+        except StoreError as exc:
+            raise OpcheckUsage(f"--store: {exc}") from None
+    if args.json is not None and args.json.is_dir():
+        raise OpcheckUsage(f"--json {args.json} is a folder; name the file to write the reports to")
+    if args.repro_dir.exists() and not args.repro_dir.is_dir():
+        raise OpcheckUsage(f"--repro-dir {args.repro_dir} is a file; name a folder for the repro snippets")
+    try:
+        fixed = parse_fixed(args.fixed)
+    except ValueError as exc:
+        raise OpcheckUsage(f"--fixed: {exc}") from None
+    return checks, store, fixed
+
+
 def _run(args) -> int:
+    checks, store, fixed = _validate(args)
     # deferred: these import torch, and the symfuzz CLI builds its parser from this module without it
     from symfuzz.opcheck.calls import CallsFileError, read_calls, read_header
     from symfuzz.opcheck.checks.common import OpCheckUsageError, op_name, resolve_op
 
-    if args.accept and args.store is None:
-        raise OpcheckUsage("--accept needs --store PATH (the file to rewrite)")
     sys.path.insert(0, str(Path.cwd()))
     for module in args.module:
         try:
             importlib.import_module(module)
-        except Exception as exc:  # noqa: BLE001 - the user's module failing to import is their error
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module failing to import is their error
             raise OpcheckUsage(f"cannot import --module {module}: {type(exc).__name__}: {exc}") from None
     calls_ops, header = [], {}
     if args.calls_file is not None:
@@ -108,7 +165,7 @@ def _run(args) -> int:
         for module in header.get("modules", []):
             try:
                 importlib.import_module(module)
-            except Exception as exc:  # noqa: BLE001 - the recorded module may be gone; say so, go on
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the recorded module may be gone; say so, go on
                 print(f"symfuzz opcheck: warning: cannot import {module} (recorded in {args.calls_file}): "
                       f"{type(exc).__name__}: {exc}", file=sys.stderr)
             else:
@@ -127,21 +184,6 @@ def _run(args) -> int:
         ops = list(dict.fromkeys(op_name(resolve_op(n)) for n in names))
     except OpCheckUsageError as exc:
         raise OpcheckUsage(str(exc)) from None
-    try:
-        checks = check_names(c for c in args.checks.split(",") if c.strip()) if args.checks else None
-    except ValueError as exc:
-        raise OpcheckUsage(str(exc)) from None
-    store = None
-    if args.store is not None:
-        try:
-            store = XfailStore.load(args.store)
-        except StoreError as exc:
-            raise OpcheckUsage(str(exc)) from None
-
-    try:
-        fixed = parse_fixed(args.fixed)
-    except ValueError as exc:
-        raise OpcheckUsage(f"--fixed: {exc}") from None
     unknown = sorted(set(fixed) - {normalize_op(op) for op in ops})
     if unknown:
         raise OpcheckUsage(f"--fixed names {', '.join(unknown)}, which is not among the ops to check")
@@ -162,7 +204,12 @@ def _run(args) -> int:
         if not args.quiet:
             print(f"  {report.summary_line()}  [{report.seconds:.1f}s]", file=sys.stderr, flush=True)
 
-    reports = run_ops(task, isolate=not args.in_process, on_start=on_start, on_report=on_report)
+    try:
+        reports = run_ops(task, isolate=not args.in_process, on_start=on_start, on_report=on_report)
+    except ChildImportError as exc:
+        print(f"symfuzz opcheck: the child process that checks the ops could not import what registers them "
+              f"({exc}); nothing was judged (--in-process checks them in this process)", file=sys.stderr)
+        return EXIT_UNJUDGED
     return _summarize(reports, store, args, apply_results)
 
 
@@ -191,7 +238,9 @@ def _summarize(reports, store, args, apply_results) -> int:
         for name, result in report.results.items():
             outcome = expected.outcome(report.op, name, result.status)
             if result.status != "skipped":
-                results.append((report.op, name, result.passed, result.failures[0].message if result.failures else ""))
+                failure = result.failures[0] if result.failures else None
+                results.append((report.op, name, result.passed,
+                                f"[{failure.kind}] {failure.message.strip()}" if failure else ""))
             marks.append(f"{name} {_MARK[outcome]}")
             if outcome in ("failed", "xpassed"):
                 unexpected += 1
@@ -213,7 +262,10 @@ def _summarize(reports, store, args, apply_results) -> int:
         args.json.write_text(json.dumps([r.to_json() for r in reports], indent=2) + "\n")
     if args.accept:
         before = store.to_text()
-        after = apply_results(str(args.store), results)
+        try:
+            after = apply_results(str(args.store), results)
+        except StoreError as exc:  # changed under us since _validate read it: left as it is
+            raise OpcheckUsage(f"--store: {exc}; not rewritten") from None
         print(f"\nstore {args.store}: " + ("updated" if after.to_text() != before else "unchanged"))
         return EXIT_OK if not any(r.error for r in reports) else EXIT_FAILED
     print(f"\n{len(reports)} op(s) checked, {unexpected} unexpected result(s)")

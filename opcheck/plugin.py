@@ -167,8 +167,12 @@ def _settings(config) -> Settings | None:
     if settings.store is not None:
         try:
             XfailStore.load(settings.store)  # a broken store should stop the run now, not after the tests
+            if accept:
+                XfailStore.check_writable(settings.store)
         except StoreError as exc:
             raise pytest.UsageError(f"--opcheck-store: {exc}") from None
+    if settings.calls.is_dir():
+        raise pytest.UsageError(f"--opcheck-calls: {settings.calls} is a folder; name the file to write the calls to")
     return settings
 
 
@@ -555,7 +559,13 @@ class OpcheckSession:
         reports = merge_reports(self.reports)
         self.errors = [r for r in reports.values() if r.error]
         self._write_repros(reports)
-        store = XfailStore.load(self.settings.store) if self.settings.store else XfailStore("")
+        try:
+            store = XfailStore.load(self.settings.store) if self.settings.store else XfailStore("")
+        except StoreError as exc:
+            # Read at the start (_settings); changed since. Nothing is judged against it, and it is not rewritten.
+            self.notes.append(f"the store cannot be read now ({exc}): nothing was judged, the store is left as it is")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         self.outcomes = judge(reports, store)
         if self.settings.accept:
             results = []
@@ -563,11 +573,17 @@ class OpcheckSession:
                 if o.result.status == "skipped":
                     continue
                 f = o.result.failures[0] if o.result.failures else None
-                message = f"[{f.kind}] {_first_line(f.message)}" if f else ""
+                # The whole message: the store keeps its headline and the details a headline introduces.
+                message = f"[{f.kind}] {f.message.strip()}" if f else ""
                 results.append((o.op, o.check, o.result.passed, message))
             before = copy.deepcopy(store.data)
             self.settings.store.parent.mkdir(parents=True, exist_ok=True)
-            after = apply_results(self.settings.store, results)
+            try:
+                after = apply_results(self.settings.store, results)
+            except StoreError as exc:  # it changed under the lock into something unreadable: left as it is
+                self.notes.append(f"accept mode: the store cannot be read now ({exc}); it is left as it is")
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+                return
             self.store_changes = _store_changes(before, after.data)
             return  # accept mode: the store now expects this run; opcheck fails nothing
         unexpected = [o for o in self.outcomes if o.outcome in _FAILING]
