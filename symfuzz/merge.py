@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from symfuzz.corpus.atomic import write_json, write_text
+from symfuzz.report import stats_problem
 
 MARKER = "merged.json"
 STORES = ("findings", "flaky", "unconfirmed", "suspect")  # one folder per signature, each
@@ -92,9 +93,12 @@ def merge_outputs(sources: list[Path], dest: Path) -> dict:
     dest = Path(dest)
     _check_dest(dest, loaded)
     shards = _check_compatible(loaded)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     build = dest.parent / f".{dest.name}.merging-{secrets.token_hex(4)}"
-    build.mkdir()  # not mkdtemp: its private mode would stay on the renamed folder
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        build.mkdir()  # not mkdtemp: its private mode would stay on the renamed folder
+    except OSError as exc:
+        raise MergeError(f"cannot write to --out {dest}: {exc.strerror or exc}; pick a writable folder") from None
     try:
         counts = {store: _merge_store(store, loaded, build) for store in STORES}
         _concatenate("candidates.jsonl", loaded, build)
@@ -139,6 +143,12 @@ def _load_sources(paths: list[Path]) -> list[Source]:
             raise MergeError(f"{file} is not readable JSON: {exc}") from exc
         if not isinstance(stats, dict) or "programs" not in stats:
             raise MergeError(f"{file} is not a symfuzz stats.json (no 'programs')")
+        problem = stats_problem(stats) or next(
+            (f"{key!r} is {json.dumps(stats[key])[:40]}, not {what}" for key, kind, what in
+             (("lane", str, "a lane's name"), ("seed", int, "a whole number"))
+             if stats.get(key) is not None and not isinstance(stats[key], kind)), None)
+        if problem:
+            raise MergeError(f"{file} is not a symfuzz stats.json: {problem}")
         shards = _shards_of(stats, file)
         label = f"{shards[0][0]}/{shards[0][1]}" if len(shards) == 1 else path.resolve().name
         loaded.append(Source(path, stats, label, shards))

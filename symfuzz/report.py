@@ -163,6 +163,59 @@ class RunReport:
 # ---------------------------------------------------------------- reading OUT
 
 
+_NUMBER = (int, float)
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", int: "a whole number", bool: "true or false",
+               _NUMBER: "a number", (str, list): "a string or a list", (int, str): "a number or a string",
+               (int, list): "a whole number or a list"}
+
+# stats.json's shape (docs/output.md), as far as the reports and ``symfuzz merge`` read it. A key
+# may be absent or null (an older symfuzz wrote fewer); present, it has this type.
+STATS_TYPES = {
+    "programs": dict, "calls": dict, "guards": dict, "ops": dict, "time_seconds": dict, "time_share": dict,
+    "findings": dict, "replay": dict, "health": dict, "environment": dict, "canary": dict, "shard": dict,
+    "lane": (str, list), "seed": (int, list), "seeds": list, "jobs": int, "max_cases": int,
+    "distinct_ops": int, "indices": list, "executor": str,
+    "wall_seconds": _NUMBER, "wall_seconds_total": _NUMBER, "budget_seconds": _NUMBER,
+}
+# Inside a section: the values are counts (numbers) unless named here; None: any value.
+SECTION_TYPES = {
+    "programs": ({}, _NUMBER), "ops": ({}, _NUMBER), "time_seconds": ({}, _NUMBER), "time_share": ({}, _NUMBER),
+    "calls": ({"graphs_compiled_per_call": dict}, _NUMBER),
+    "guards": ({"planned_calls": dict}, _NUMBER),
+    "findings": ({"signatures": list, "minified": dict, "interrupted": bool, "interrupted_by": str}, _NUMBER),
+    "replay": ({"signatures": list}, _NUMBER),
+    "health": ({"problems": list, "internal_error_causes": list}, None),
+}
+LIST_ITEMS = {"findings.signatures": str, "replay.signatures": str, "health.problems": str,
+              "health.internal_error_causes": dict, "indices": (int, str), "seeds": int}
+
+
+def _wrong_type(value, kind) -> bool:
+    if value is None or kind is None:
+        return False
+    if isinstance(value, bool):
+        return kind is not bool
+    return not isinstance(value, kind)
+
+
+def stats_problem(stats) -> Optional[str]:
+    """What is wrong with a stats.json's content (``STATS_TYPES``), in a few words; None if nothing."""
+    if not isinstance(stats, dict):
+        return f"it holds {type(stats).__name__}, not an object"
+    checks = [(key, stats.get(key), kind) for key, kind in STATS_TYPES.items()]
+    for section, (named, default) in SECTION_TYPES.items():
+        if isinstance(stats.get(section), dict):
+            checks += [(f"{section}.{k}", v, named.get(k, default)) for k, v in stats[section].items()]
+    for key, value, kind in checks:
+        if _wrong_type(value, kind):
+            return f"{key!r} is {json.dumps(value)[:40]}, not {_TYPE_NAMES.get(kind, kind)}"
+        if key in LIST_ITEMS and isinstance(value, list):
+            for item in value:
+                if _wrong_type(item, LIST_ITEMS[key]) or item is None:
+                    return f"{key!r} holds {json.dumps(item)[:40]}, not {_TYPE_NAMES.get(LIST_ITEMS[key])}"
+    return None
+
+
 def _read_json(path: Path, what: str):
     try:
         return json.loads(path.read_text())
@@ -252,8 +305,9 @@ def load_run(out) -> RunReport:
     if not (out / "stats.json").is_file():
         raise ValueError(f"{out} is not a symfuzz output folder (no stats.json)")
     stats = _read_json(out / "stats.json", "JSON")
-    if not isinstance(stats, dict):
-        raise ValueError(f"{out / 'stats.json'} is not a symfuzz stats object")
+    problem = stats_problem(stats)
+    if problem:
+        raise ValueError(f"{out / 'stats.json'} is not a symfuzz stats.json: {problem}")
     gate = _read_json(out / "gate.json", "JSON") if (out / "gate.json").is_file() else None
     gate = gate if isinstance(gate, dict) else None
     findings = []
