@@ -389,8 +389,28 @@ class Campaign:
         self.replay_queue = [c for c in self.replay_queue if c.name not in set(self.stats.replayed)]
         self.confirmed = {p.parent.name for p in (self.out / "findings").glob("*/finding.json")}
         if self.config.confirm:
+            self._shelve_orphans()
             self.resumed_unconfirmed = [f for f in self._readable(self.unconfirmed)]
             self.summary["unconfirmed"] -= len(self.resumed_unconfirmed)
+
+    def _shelve_orphans(self) -> None:
+        """A run killed outright (SIGKILL, a lost machine) could not shelve the candidates it
+        had queued for confirmation: candidates.jsonl has them, no store does. They go to
+        unconfirmed/ now, to be confirmed with the rest."""
+        stored = {p.parent.name for p in self.out.glob("*/*/finding.json")}
+        try:
+            lines = (self.out / "candidates.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return
+        for line in lines:
+            try:
+                finding = Finding.from_json(json.loads(line))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                continue  # a line cut short by the kill
+            if finding.signature not in stored:
+                stored.add(finding.signature)
+                self.unconfirmed.add(finding)
+                self.summary["unconfirmed"] += 1
 
     @staticmethod
     def _readable(store: FindingStore) -> list[Finding]:

@@ -142,6 +142,19 @@ def test_resume_runs_the_indices_not_yet_finished(tmp_path):
     assert stats["wall_seconds"] == 13.5 and stats["indices"] == [0, 1, 3]
 
 
+def test_resume_after_a_kill_shelves_and_confirms_the_candidates_no_store_holds(tmp_path):
+    """kill -9 leaves candidates queued for confirmation only in candidates.jsonl (and maybe a
+    torn last line): --resume stores them in unconfirmed/ and confirms them first."""
+    out = tmp_path / "out"
+    Campaign(_config(out)).write_stats(3.0)
+    candidate = json.loads((ROOT / "tests" / "fixtures" / "finding-v1-metadata-mismatch.json").read_text())
+    (out / "candidates.jsonl").write_text(json.dumps(candidate) + "\n" + '{"case": {"pro')
+    again = Campaign(_config(out, resume=True))
+    assert [f.signature for f in again.resumed_unconfirmed] == [candidate["signature"]]
+    assert (out / "unconfirmed" / candidate["signature"] / "finding.json").exists()
+    assert again.write_stats(1.0)["findings"]["unconfirmed"] == 0  # queued now; counted again if shelved
+
+
 @pytest.mark.parametrize("change, message", [
     ({"seed": 1}, "--seed: 0 there, 1 now"),
     ({"shard": (1, 2)}, "--shard: None there"),
