@@ -280,7 +280,7 @@ def flatten(value, prefix="out"):
     return [(prefix, value)]
 
 
-def compare(eager, compiled, reference=None):
+def compare(eager, compiled, reference=None, explained=None):
     """None if ``compiled`` matches ``eager``; else {"symptom", "path", "kind", "detail"}.
 
     The one judging function: the oracles (through ``judge_call``), the
@@ -288,7 +288,11 @@ def compare(eager, compiled, reference=None):
     writes compare outputs with it, so a script cannot disagree with the
     finding it reproduces. Tensors match within ``TOLERANCES`` for their
     dtype; beyond that, compiled still matches when it is no worse than
-    eager against the fp64 reference (``within_reference``).
+    eager against the fp64 reference (``within_reference``), or when every
+    element that differs hangs on a decision (comparison, all/any, argmax,
+    sort ...) within rounding of its threshold (``rounding_explains``): such
+    a flip is no bug, and when ``explained`` is a list, each is appended to
+    it as {"symptom", "path", "kind", "detail", "reason"}.
     ``reference`` is a zero-argument callable giving the fp64 reference tree
     (same structure), computed only when a direct comparison fails.
     ``detail`` is for people; ``kind`` says how the output differs, in
@@ -324,6 +328,12 @@ def compare(eager, compiled, reference=None):
                 ref_leaves = flatten(ref_tree) if ref_tree is not None else []
             r = ref_leaves[index][1] if index < len(ref_leaves) else None
             if isinstance(r, torch.Tensor) and r.shape == e.shape and within_reference(e, c, r):
+                continue
+            reason = rounding_explains(e, c, r) if isinstance(r, torch.Tensor) else None
+            if reason is not None:
+                if explained is not None:
+                    explained.append({"symptom": "value-mismatch", "path": path, "kind": value_kind(e, c),
+                                      "detail": mismatch_detail(e, c), "reason": reason})
                 continue
         return {"symptom": "value-mismatch", "path": path, "kind": value_kind(e, c), "detail": mismatch_detail(e, c)}
     return None
@@ -469,14 +479,488 @@ class Float64Everywhere(torch.overrides.TorchFunctionMode):
 
 
 def reference_call(fn, args):
-    """Run ``fn`` in float64 everywhere; returns run_call's record."""
+    """Run ``fn`` in float64 everywhere; returns run_call's record.
+
+    Its output leaves carry the way to a shadowed run of ``fn`` on ``args``
+    (``attach_rounding``), which ``compare`` takes only when a result differs.
+    """
+    pristine = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
         with Float64Everywhere():
-            return run_call(fn, to_reference_args(args))
+            record = run_call(fn, to_reference_args(args))
     finally:
         torch.set_default_dtype(previous)
+    if "out" in record:
+        attach_rounding(record["out"], fn, pristine)
+    return record
+
+
+# ---------------------------------------------------------------- discrete results and rounding
+#
+# A comparison, all/any, argmax or sort of computed floats is a decision: when
+# the value it decides on lies within rounding of the threshold (or of a
+# competitor), compiled code that rounds differently may decide the other way
+# without any bug. ``explain_rounding`` runs the program as eager does, with a
+# float64 shadow of every tensor, and marks each element that such a decision
+# could change ("tainted"); ``rounding_explains`` accepts a mismatch whose every
+# differing element is tainted, and says why.
+
+_PRECISION = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2, torch.float64: 3}
+
+# Ops whose output is exact when their input is: they move or widen values, never round them.
+_EXACT = {
+    "view", "reshape", "permute", "transpose", "t", "T", "mT", "expand", "expand_as", "squeeze", "unsqueeze",
+    "flatten", "unflatten", "__getitem__", "select", "narrow", "contiguous", "clone", "cat", "concat",
+    "concatenate", "stack", "flip", "roll", "repeat", "movedim", "swapaxes", "diagonal", "tril", "triu", "split",
+    "chunk", "unbind", "tensor_split", "view_as", "reshape_as", "detach", "index_select", "gather", "neg",
+    "__neg__", "abs", "__abs__", "double", "float", "to", "type_as", "where", "masked_fill", "relu", "max",
+    "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "sort", "topk", "__setitem__", "new_zeros",
+    "new_ones", "zeros_like", "ones_like", "zeros", "ones", "full", "full_like", "arange", "__get__",
+}
+# Ops that move elements: the taint moves with them (the op is applied to it).
+_STRUCTURAL = {
+    "view", "reshape", "permute", "transpose", "t", "T", "mT", "expand", "expand_as", "squeeze", "unsqueeze",
+    "flatten", "unflatten", "__getitem__", "select", "narrow", "contiguous", "clone", "cat", "concat",
+    "concatenate", "stack", "flip", "roll", "repeat", "movedim", "swapaxes", "diagonal", "tril", "triu", "split",
+    "chunk", "unbind", "tensor_split", "view_as", "reshape_as", "detach", "index_select", "__get__",
+}
+# Elementwise ops: an output element is tainted where a (broadcast) input element is.
+_POINTWISE = {
+    "add", "sub", "mul", "div", "true_divide", "neg", "abs", "where", "logical_and", "logical_or", "logical_not",
+    "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "pow", "exp", "exp2", "expm1", "log",
+    "log1p", "log2", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu", "silu", "elu", "selu", "softplus",
+    "leaky_relu", "hardtanh", "clamp", "clip", "maximum", "minimum", "masked_fill", "float", "double", "half",
+    "bfloat16", "to", "type_as", "sqrt", "rsqrt", "reciprocal", "square", "erf", "atan", "asin", "acos", "sinh",
+    "cosh", "fmod", "remainder", "floor_divide", "lerp", "addcmul", "addcdiv", "nan_to_num", "mish", "hardswish",
+    "hardsigmoid", "logit", "xlogy", "copysign", "hypot", "atan2", "positive", "clamp_min", "clamp_max", "int",
+    "long", "bool", "short", "char", "byte", "floor", "ceil", "trunc", "round", "sign", "sgn",
+}
+_POINTWISE |= {f"__{n}__" for n in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "neg",
+                                    "abs", "pow", "rpow", "and", "rand", "or", "ror", "xor", "rxor", "invert",
+                                    "floordiv", "rfloordiv", "mod", "rmod", "lt", "le", "gt", "ge", "eq", "ne")}
+# Reductions over ``dim``: an output element is tainted where its slice is.
+_REDUCTIONS = {"sum", "mean", "prod", "amax", "amin", "nansum", "nanmean", "logsumexp", "norm", "std", "var",
+               "count_nonzero", "max", "min", "argmax", "argmin", "all", "any", "median", "mode", "kthvalue"}
+# Ops along ``dim`` keeping the shape: an element is tainted where its slice is.
+_SCANS = {"cumsum", "cumprod", "cummax", "cummin", "softmax", "log_softmax", "sort", "argsort", "logcumsumexp"}
+_COMPARISONS = {"gt", "lt", "ge", "le", "eq", "ne", "greater", "less", "greater_equal", "less_equal", "not_equal",
+                "__gt__", "__lt__", "__ge__", "__le__", "__eq__", "__ne__"}
+_ROUNDINGS = {"int", "long", "short", "char", "byte", "bool", "to", "floor", "ceil", "trunc", "round", "sign", "sgn"}
+
+
+def _op_name(func):
+    name = getattr(func, "__name__", "") or ""
+    if "." in name:  # an OpOverload: "gt.Tensor"
+        name = name.split(".")[0]
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+def _tensors(tree):
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in _tensors(v)]
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in _tensors(v)]
+    return []
+
+
+def _reduce_any(mask, dim, keepdim, shape):
+    """``mask`` reduced with any() over ``dim`` (None: all dims), shaped as an output of ``shape``."""
+    if dim is None:
+        return mask.any().expand(shape).clone()
+    dims = sorted({d % max(mask.dim(), 1) for d in ([dim] if isinstance(dim, int) else dim)}, reverse=True)
+    for d in dims:
+        mask = mask.any(d, keepdim=True)
+    if not keepdim:
+        for d in dims:
+            mask = mask.squeeze(d)
+    return mask.reshape(shape).clone()
+
+
+def _dim_args(name, args, kwargs, position=1):
+    dim = kwargs.get("dim", args[position] if len(args) > position else None)
+    keepdim = kwargs.get("keepdim", args[position + 1] if len(args) > position + 1 else False)
+    if name in ("sort", "argsort", "softmax", "log_softmax") and dim is None:
+        dim = -1
+    if isinstance(dim, torch.Tensor) or not (dim is None or isinstance(dim, (int, list, tuple))):
+        raise TypeError(f"{name}: cannot read dim {dim!r}")
+    return dim, bool(keepdim)
+
+
+class _Entry:
+    """One tensor of a shadowed run: itself, its float64 shadow, the elements a
+    decision near its threshold could change (``taint``, or None), why, and the
+    lowest precision it was rounded in (None: its value is exact)."""
+
+    __slots__ = ("tensor", "shadow", "taint", "why", "chain", "margin", "tol", "label")
+
+    def __init__(self, tensor, shadow, taint=None, why=None, chain=None):
+        self.tensor, self.shadow, self.taint, self.why, self.chain = tensor, shadow, taint, why, chain
+        self.margin = self.tol = self.label = None  # set by a decision: per element, and what it was
+
+    def tolerance(self):
+        """How far each element may lie from its exact value: the tolerance of the
+        lowest precision it was rounded in, and a multiple of eager's own error."""
+        t, s = self.tensor, self.shadow
+        if self.chain is None or not t.dtype.is_floating_point or not s.dtype.is_floating_point:
+            return torch.zeros(t.shape, dtype=torch.float64)
+        rtol, atol = TOLERANCES[self.chain]
+        noise = (t.detach().double() - s).abs()
+        noise = torch.where(torch.isfinite(noise), noise, torch.zeros_like(noise))
+        return atol + rtol * s.abs().nan_to_num(0.0) + REF_ERROR_FACTOR * noise
+
+
+class RoundingShadow(torch.overrides.TorchFunctionMode):
+    """Run a program as eager does, with a float64 shadow of every tensor.
+
+    Each op runs twice, on the tensors and on their shadows; a decision
+    (comparison, all/any, argmax/argmin, max/min indices, sort/topk indices,
+    rounding to integers) whose float64 operands lie within rounding of its
+    threshold taints the elements it decides, and later ops carry the taint
+    to what depends on those elements. Anything it cannot follow sets
+    ``broken``: then nothing is explained.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.entries = {}  # id(tensor) -> _Entry (the entry holds the tensor, so ids stay unique)
+        self.broken = None
+
+    def entry(self, tensor):
+        e = self.entries.get(id(tensor))
+        if e is None or e.tensor is not tensor:
+            t = tensor.detach()
+            shadow = t.to(torch.float64) if t.dtype.is_floating_point else t.clone()
+            e = self.entries[id(tensor)] = _Entry(tensor, shadow)
+        return e
+
+    def _shadow(self, value):
+        if isinstance(value, torch.Tensor):
+            return self.entry(value).shadow
+        if isinstance(value, torch.dtype):
+            return torch.float64 if value.is_floating_point else value
+        if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
+            return [self._shadow(v) for v in value] if isinstance(value, list) else tuple(self._shadow(v) for v in value)
+        return value
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = _op_name(func)
+        if self.broken is not None:
+            return func(*args, **kwargs)
+        inputs = [self.entry(t) for t in _tensors((args, kwargs))]
+        try:
+            s_args = tuple(self._shadow(a) for a in args)
+            s_kwargs = {k: self._shadow(v) for k, v in kwargs.items()}
+        except Exception as exc:  # noqa: BLE001 - an argument the shadow cannot follow
+            self.broken = f"{name}: {exc}"
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        outs = _tensors(out) if isinstance(out, (torch.Tensor, list, tuple)) else []
+        if name == "__setitem__":
+            outs = [args[0]]
+        if not outs:
+            return out
+        try:
+            previous = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float64)
+            try:
+                if func in Float64Everywhere._DOWNCASTS:
+                    s_out = torch.Tensor.double(s_args[0])
+                else:
+                    s_out = func(*s_args, **s_kwargs)
+            finally:
+                torch.set_default_dtype(previous)
+            s_outs = [s_args[0]] if name == "__setitem__" else _tensors(s_out)
+            if len(s_outs) != len(outs) or any(a.shape != b.shape for a, b in zip(outs, s_outs)):
+                raise RuntimeError("the float64 run gave other outputs")
+            self._record(func, name, args, kwargs, inputs, outs, s_outs)
+        except Exception as exc:  # noqa: BLE001 - an op the shadow cannot follow: explain nothing
+            self.broken = f"{name}: {type(exc).__name__}: {exc}"
+        return out
+
+    # -------------------------------------------------------- one op
+
+    def _record(self, func, name, args, kwargs, inputs, outs, s_outs):
+        floating_in = [e.tensor.dtype for e in inputs if e.tensor.dtype.is_floating_point]
+        chains = [e.chain for e in inputs if e.chain is not None]
+        narrows = any(_PRECISION.get(t.dtype, 3) < _PRECISION.get(d, 3)
+                      for t in outs if t.dtype.is_floating_point for d in floating_in)
+        if name not in _EXACT or narrows:
+            chains += floating_in + [t.dtype for t in outs if t.dtype.is_floating_point]
+        chain = min(chains, key=lambda d: _PRECISION.get(d, 3)) if chains else None
+        tainted = [e for e in inputs if e.taint is not None]
+        why = next((e.why for e in tainted), None)
+        taints = self._propagate(func, name, args, kwargs, inputs, outs) if tainted else [None] * len(outs)
+        decided = self._decide(name, args, kwargs, inputs, outs)
+        for i, (t, s) in enumerate(zip(outs, s_outs)):
+            e = _Entry(t, s, taints[i], why, chain)
+            d = decided[i] if decided else None
+            if d is not None:
+                amb, margin, tol, label = d
+                if name in ("all", "any"):
+                    e.taint, e.why = None, None  # the decision says exactly what the slice's taint can change
+                if bool(amb.any()) and margin is None:
+                    e.why = label
+                    e.taint = amb if e.taint is None else (e.taint | amb)
+                elif bool(amb.any()):
+                    flat = int(amb.reshape(-1).int().argmax())
+                    m, tl = float(margin.reshape(-1)[flat]), float(tol.reshape(-1)[flat])
+                    e.margin, e.tol, e.label = margin, tol, label
+                    e.why = f"{label} at its element {flat} (flat), margin {m:.3g} <= tol {tl:.3g}" + (
+                        f"; upstream, {e.why}" if e.why else "")
+                    e.taint = amb if e.taint is None else (e.taint | amb)
+            self.entries[id(t)] = e
+
+    def _propagate(self, func, name, args, kwargs, inputs, outs):
+        """Each output's taint from its inputs' taints (None: untainted)."""
+        full = [torch.ones(t.shape, dtype=torch.bool) for t in outs]
+        try:
+            if name == "__setitem__":
+                target, index, value = args[0], args[1], args[2]
+                if any(self.entry(t).taint is not None for t in _tensors(index)):
+                    return full
+                taint = self._taint_of(target).clone()
+                taint[index] = self._taint_of(value) if isinstance(value, torch.Tensor) else False
+                return [taint]
+            if name in _STRUCTURAL:
+                data = args[0] if args else None
+                rest_tainted = any(self.entry(t).taint is not None for t in _tensors((args[1:], kwargs)))
+                if rest_tainted or data is None:
+                    return full
+                t_data = [self._taint_of(t) for t in data] if isinstance(data, (list, tuple)) else self._taint_of(data)
+                t_out = _tensors(func(t_data, *args[1:], **kwargs))
+                if len(t_out) == len(outs) and all(a.shape == b.shape for a, b in zip(t_out, outs)):
+                    return [t.clone() for t in t_out]
+                return full
+            if name in _REDUCTIONS or name in _SCANS:
+                data = args[0] if args else kwargs.get("input")
+                if not isinstance(data, torch.Tensor):
+                    return full
+                others = [t for t in _tensors((args[1:], kwargs))]
+                if any(self.entry(t).taint is not None for t in others):
+                    return full
+                dim, keepdim = _dim_args(name, args, kwargs)
+                taint = self._taint_of(data)
+                if name in _SCANS:
+                    if dim is None:
+                        return [torch.full(t.shape, bool(taint.any())) for t in outs]
+                    return [taint.any(dim, keepdim=True).expand(t.shape).clone() for t in outs]
+                return [_reduce_any(taint, dim, keepdim, t.shape) for t in outs]
+            if name in _POINTWISE or name in _COMPARISONS:
+                result = []
+                for t in outs:
+                    acc = torch.zeros(t.shape, dtype=torch.bool)
+                    for e in inputs:
+                        if e.taint is not None:
+                            acc = acc | e.taint.expand(torch.broadcast_shapes(e.taint.shape, t.shape))
+                    result.append(acc.clone())
+                return result
+        except Exception:  # noqa: BLE001 - a form the rules above do not know: anything may depend on it
+            return full
+        return full
+
+    def _taint_of(self, tensor):
+        e = self.entry(tensor)
+        return e.taint if e.taint is not None else torch.zeros(tensor.shape, dtype=torch.bool)
+
+    def _operand(self, value):
+        """(float64 value, tolerance) of an operand: a tensor's shadow, or an exact number."""
+        if isinstance(value, torch.Tensor):
+            e = self.entry(value)
+            return e.shadow.double(), e.tolerance()
+        return torch.tensor(float(value), dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64)
+
+    def _decide(self, name, args, kwargs, inputs, outs):
+        """Per output: (ambiguous mask, margin, tol, label) for a decision op, else None."""
+        if name in _COMPARISONS and len(args) >= 1:
+            other = args[1] if len(args) > 1 else kwargs.get("other")
+            if other is None or not isinstance(outs[0], torch.Tensor) or outs[0].dtype != torch.bool:
+                return None
+            (a, ta), (b, tb) = self._operand(args[0]), self._operand(other)
+            margin = (a - b).abs()
+            tol = (ta + tb).expand(margin.shape)
+            amb = (margin <= tol) & (tol > 0) & ~torch.isnan(margin)
+            return [(amb.reshape(outs[0].shape), margin.reshape(outs[0].shape), tol.reshape(outs[0].shape),
+                     f"comparison {name}")]
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+            return self._decide_bool_reduction(name, args, kwargs, outs) if name in ("all", "any") else None
+        s, tol = self._operand(x)
+        if name in ("argmax", "argmin") or (name in ("max", "min") and len(outs) == 2):
+            dim, keepdim = _dim_args(name, args, kwargs)
+            largest = name in ("argmax", "max")
+            amb, margin, t = self._near_best(s if largest else -s, tol, dim, keepdim)
+            index_out = outs[-1]
+            found = (amb.reshape(index_out.shape), margin.reshape(index_out.shape), t.reshape(index_out.shape),
+                     f"{name} (a near tie)")
+            return [None, found] if len(outs) == 2 else [found]
+        if name in ("sort", "argsort", "topk"):
+            return self._decide_order(name, args, kwargs, x, s, tol, outs)
+        if name in ("all", "any"):
+            return self._decide_bool_reduction(name, args, kwargs, outs, (s, tol))
+        if name in _ROUNDINGS and len(outs) == 1:
+            out = outs[0]
+            if name == "to" and out.dtype.is_floating_point:
+                return None
+            if out.dtype == torch.bool or name in ("sign", "sgn"):
+                margin = s.abs()
+            elif name == "round":
+                margin = ((s.abs() - s.abs().floor()) - 0.5).abs()
+            else:
+                margin = (s - s.round()).abs()
+            amb = (margin <= tol) & (tol > 0) & ~torch.isnan(margin)
+            return [(amb.reshape(out.shape), margin.reshape(out.shape), tol.reshape(out.shape), f"rounding {name}")]
+        return None
+
+    def _near_best(self, v, tol, dim, keepdim):
+        if dim is None:
+            v, tol, dim = v.reshape(-1), tol.reshape(-1), 0
+        best, at = v.max(dim, keepdim=True)
+        t_best = tol.gather(dim, at)
+        near = (v + tol >= best - t_best) & ~torch.isnan(v)
+        others = v.scatter(dim, at, float("-inf"))
+        second, at2 = others.max(dim, keepdim=True)
+        margin, t = best - second, t_best + tol.gather(dim, at2)
+        if not keepdim:
+            margin, t = margin.squeeze(dim), t.squeeze(dim)
+        # An exact tie of exact values is no rounding: the first maximum wins on both sides.
+        amb = (near.sum(dim, keepdim=keepdim) > 1) & (t > 0)
+        return amb, margin.nan_to_num(float("inf")), t
+
+    def _decide_order(self, name, args, kwargs, x, s, tol, outs):
+        dim = kwargs.get("dim", None)
+        if name == "topk":
+            dim = dim if dim is not None else (args[2] if len(args) > 2 else -1)
+            largest = kwargs.get("largest", args[3] if len(args) > 3 else True)
+            k = kwargs.get("k", args[1] if len(args) > 1 else None)
+        else:
+            dim = dim if dim is not None else (args[1] if len(args) > 1 else -1)
+            largest = kwargs.get("descending", args[2] if len(args) > 2 else False)
+            k = x.shape[dim] if x.dim() else 1
+        if x.dim() == 0:
+            return None
+        order = torch.sort(x.detach(), dim=dim, descending=bool(largest), stable=True).indices
+        sv, st = s.gather(dim, order), tol.gather(dim, order)
+        n = sv.shape[dim]
+        amb_sorted = torch.zeros(sv.shape, dtype=torch.bool)
+        margin = torch.full(sv.shape, float("inf"), dtype=torch.float64)
+        tols = torch.zeros(sv.shape, dtype=torch.float64)
+        if n > 1:
+            gap = (sv.narrow(dim, 1, n - 1) - sv.narrow(dim, 0, n - 1)).abs()
+            gap_tol = st.narrow(dim, 1, n - 1) + st.narrow(dim, 0, n - 1)
+            tie = (gap <= gap_tol) & ~torch.isnan(gap)
+            for start in (0, 1):  # a tie makes both of its positions ambiguous
+                amb_sorted.narrow(dim, start, n - 1).logical_or_(tie)
+                margin.narrow(dim, start, n - 1).copy_(torch.minimum(margin.narrow(dim, start, n - 1), gap))
+                tols.narrow(dim, start, n - 1).copy_(torch.maximum(tols.narrow(dim, start, n - 1), gap_tol))
+        k = int(k)
+        amb_k, margin_k, tol_k = amb_sorted.narrow(dim, 0, k), margin.narrow(dim, 0, k), tols.narrow(dim, 0, k)
+        found = []
+        for t in outs:
+            if t.dtype.is_floating_point or t.shape != amb_k.shape:
+                found.append(None)
+            else:
+                found.append((amb_k.clone(), margin_k.clone(), tol_k.clone(), f"{name} (a near tie)"))
+        return found
+
+    def _decide_bool_reduction(self, name, args, kwargs, outs, floats=None):
+        x = args[0] if args else kwargs.get("input")
+        if not isinstance(x, torch.Tensor):
+            return None
+        dim, keepdim = _dim_args(name, args, kwargs)
+        unsure = self._taint_of(x)
+        value = self.entry(x).shadow != 0
+        margin = tol = None
+        if floats is not None:
+            s, t = floats
+            near = (s.abs() <= t) & (t > 0) & ~torch.isnan(s)
+            unsure = unsure | near
+            margin, tol = s.abs(), t
+        out = outs[0]
+        if name == "all":
+            decided = _reduce_any(~unsure & ~value, dim, keepdim, out.shape)
+        else:
+            decided = _reduce_any(~unsure & value, dim, keepdim, out.shape)
+        amb = ~decided & _reduce_any(unsure, dim, keepdim, out.shape)
+        if margin is None:  # bool operands: the taint came from upstream
+            return [(amb, None, None, f"{name}() of a mask that hangs on {self.entry(x).why}")]
+        return [(amb, torch.full(out.shape, float(margin.min()) if margin.numel() else 0.0, dtype=torch.float64),
+                 torch.full(out.shape, float(tol.max()) if tol.numel() else 0.0, dtype=torch.float64),
+                 f"{name} (nonzero test)")]
+
+
+def explain_rounding(fn, args):
+    """Per leaf of ``run_call``'s tree (outputs, then final inputs), as ``flatten``
+    orders them: an _Entry (its ``taint``: the elements a decision within
+    rounding of its threshold could change) or None; None when the shadowed
+    run could not follow the program."""
+    # On the CPU: the masks the shadow keeps live there.
+    args = [a.detach().cpu().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    mode = RoundingShadow()
+    try:
+        with mode:
+            out = fn(*args)
+    except Exception:  # noqa: BLE001 - eager raising here is not ours to judge
+        return None
+    if mode.broken is not None:
+        return None
+    leaves = flatten((out, tuple(args)))
+    return [mode.entries.get(id(v)) if isinstance(v, torch.Tensor) else None for _, v in leaves]
+
+
+def attach_rounding(tree, fn, args):
+    """Give each tensor leaf of a reference ``tree`` a way to its entry of
+    ``explain_rounding(fn, args)``, run once, when ``rounding_explains`` first asks."""
+    memo = []
+
+    def entries():
+        if not memo:
+            memo.append(explain_rounding(fn, args))
+        return memo[0]
+
+    for index, (_, leaf) in enumerate(flatten(tree)):
+        if isinstance(leaf, torch.Tensor):
+            leaf._symfuzz_rounding = (entries, index)
+    return tree
+
+
+def rounding_explains(e, c, r):
+    """Why rounding explains how compiled ``c`` differs from eager ``e`` (a reason), or None.
+
+    It does when every element that differs depends on a decision (a
+    comparison, all/any, argmax, sort ...) whose exact float64 operands lie
+    within rounding of its threshold: there, code that rounds differently may
+    decide otherwise without a bug. ``r`` is the reference leaf, from
+    ``reference_call``; without its shadowed run, nothing is explained.
+    """
+    hook = getattr(r, "_symfuzz_rounding", None)
+    if hook is None or e.shape != c.shape or e.numel() == 0:
+        return None
+    try:
+        entries, index = hook
+        found = entries()
+        entry = found[index] if found is not None and index < len(found) else None
+    except Exception:  # noqa: BLE001 - no explanation is the safe answer
+        return None
+    if entry is None or entry.taint is None or entry.taint.shape != e.shape:
+        return None
+    if e.dtype.is_floating_point or e.dtype.is_complex:
+        rtol, atol = TOLERANCES.get(e.dtype, (1e-4, 1e-5))
+        differ = ~torch.isclose(c.double(), e.double(), rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        differ = e != c
+    if not bool(differ.any()) or bool((differ & ~entry.taint).any()):
+        return None
+    flat = int(differ.reshape(-1).int().argmax())
+    at = [int(i) for i in torch.unravel_index(torch.tensor(flat), e.shape)] if e.dim() else []
+    if entry.margin is not None and entry.margin.shape == e.shape and bool(entry.margin.reshape(-1)[flat] <= entry.tol.reshape(-1)[flat]):
+        m, t = float(entry.margin.reshape(-1)[flat]), float(entry.tol.reshape(-1)[flat])
+        return f"discrete flip explained by rounding: {entry.label} at element {at}, margin {m:.3g} <= tol {t:.3g}"
+    return f"discrete flip explained by rounding: element {at} hangs on {entry.why or 'a decision near its threshold'}"
 
 
 # ---------------------------------------------------------------- signatures

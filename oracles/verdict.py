@@ -105,6 +105,10 @@ class OutputMismatch(Evidence):
     path: str  # the output that differs, e.g. "out[0][2]" (``script_runtime.flatten``); "out": the structure
     detail: str  # how it differs, e.g. "1/4 elements differ ..." or "compiled float32[3], eager float32[4]"
     graphs_at_call: Optional[int] = None  # graphs compiled during the failing call (0: it ran a cached graph)
+    # Set when rounding explains the difference (``script_runtime.rounding_explains``): a discrete
+    # result flipped where its decision lies within rounding of its threshold. No bug: the
+    # campaign keeps such a verdict in suspect/ with this reason, never as a finding.
+    rounding: Optional[str] = None
 
 
 @dataclass(frozen=True, kw_only=True)
