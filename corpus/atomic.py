@@ -50,10 +50,11 @@ def _read_umask() -> int:
 
 
 _UMASK = _read_umask()
+FOLDER_MODE = 0o777 & ~_UMASK  # the mode mkdir() gives a folder
 
 
 @contextlib.contextmanager
-def _disk_full_named(path: Path):
+def disk_full_as(path: Path):
     """Turn a want-of-space OSError into a DiskFullError naming ``path``."""
     try:
         yield
@@ -71,7 +72,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     """Make a rename into ``folder`` durable (a power cut, not only a kill)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -91,7 +92,7 @@ def write_text(path: Path, text: str, mode: int | None = None) -> None:
     (mkstemp's private 0600 would hide a store or report meant to be shared or
     checked in)."""
     path = Path(path)
-    with _disk_full_named(path):
+    with disk_full_as(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         if mode is None:
             try:
@@ -111,7 +112,7 @@ def write_text(path: Path, text: str, mode: int | None = None) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 def write_json(path: Path, data) -> None:
@@ -122,7 +123,7 @@ def append_line(path: Path, data) -> None:
     """Append one JSON line, whole or not at all (see the module docstring)."""
     path = Path(path)
     line = (json.dumps(data, sort_keys=True, default=str) + "\n").encode("utf-8")
-    with _disk_full_named(path):
+    with disk_full_as(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
@@ -171,7 +172,7 @@ def locked(folder: Path):
     processes and threads that lock it too. The lock is on the folder itself, so no
     lock file is left behind; the kernel drops it if the holder is killed."""
     folder = Path(folder)
-    with _disk_full_named(folder):
+    with disk_full_as(folder):
         folder.mkdir(parents=True, exist_ok=True)
     if fcntl is None:
         yield
