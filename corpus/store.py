@@ -4,17 +4,33 @@
     ROOT/<signature>/repro.py        its standalone repro script
     ROOT/<signature>/duplicates.jsonl   every later case with that signature
 
-Each file appears atomically, so a campaign killed at any moment leaves
-only whole findings behind.
+A folder appears whole (written under a hidden temp name, then renamed into
+place) and each file in it atomically, so a campaign killed at any moment
+leaves only whole findings behind.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import secrets
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from symfuzz.corpus.atomic import TMP_SUFFIX, append_line, locked, write_json, write_text
+from symfuzz.corpus.atomic import (
+    FOLDER_MODE,
+    TMP_SUFFIX,
+    DiskFullError,
+    append_line,
+    disk_full_as,
+    fsync_dir,
+    locked,
+    write_json,
+    write_text,
+)
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.scripts import render_repro
 
@@ -32,20 +48,31 @@ class FindingStore:
     def add(self, finding: Finding) -> bool:
         """Store a finding; True if its signature is new, False if a duplicate.
 
-        A folder is written in place, finding.json last: its presence marks the folder
-        complete, so a writer killed at any stage leaves no finding or a whole one (and at
-        most hidden temp files, swept by the next writer of that folder). The store is
-        locked meanwhile: two processes adding one signature give one finding and one
-        duplicate, never one's repro.py beside the other's finding.json."""
+        The folder is written under a hidden temp name (``.<sig>.XXXX.tmp``: repro.py, then
+        finding.json) and renamed into place, so a writer killed at any stage leaves no
+        finding or a whole one; a temp folder it left is swept by the store's next writer.
+        The store is locked meanwhile: two processes adding one signature give one finding
+        and one duplicate, never one's repro.py beside the other's finding.json."""
         folder = self.path(finding.signature)
         with locked(self.root):
             if finding.signature in self:
                 append_line(folder / "duplicates.jsonl", {"case": finding.case, "verdict": finding.verdict.to_json()})
                 return False
-            folder.mkdir(parents=True, exist_ok=True)
-            _sweep_temp_files(folder)
-            write_text(folder / "repro.py", render_repro(finding), mode=0o755)
-            write_json(folder / "finding.json", finding.to_json())
+            _sweep_temp_folders(self.root)
+            with disk_full_as(folder):
+                tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{finding.signature}.", suffix=TMP_SUFFIX))
+            try:
+                with disk_full_as(folder):
+                    os.chmod(tmp, FOLDER_MODE)  # mkdtemp's private 0700 would stay on the renamed folder
+                try:
+                    write_text(tmp / "repro.py", render_repro(finding), mode=0o755)
+                    write_json(tmp / "finding.json", finding.to_json())
+                except DiskFullError as exc:  # named as the file it was to become
+                    raise DiskFullError(folder / exc.path.name, exc.errno) from exc
+                _rename_into_place(tmp, folder)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
             return True
 
     def __iter__(self) -> Iterator[Finding]:
@@ -56,12 +83,28 @@ class FindingStore:
         return sum(1 for _ in self.root.glob("*/finding.json"))
 
 
-def _sweep_temp_files(folder: Path) -> None:
-    """Remove the temp files a killed writer left in ``folder`` (called under the store's lock,
-    before the folder is written: no other writer has a temp file there)."""
-    for stale in folder.glob(f".*{TMP_SUFFIX}"):
-        if stale.is_file():
-            stale.unlink(missing_ok=True)
+def _sweep_temp_folders(root: Path) -> None:
+    """Remove the temp folders a killed writer left in ``root`` (called under the store's
+    lock: no other writer has one in flight)."""
+    for stale in root.glob(f".*{TMP_SUFFIX}"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _rename_into_place(tmp: Path, folder: Path) -> None:
+    """Rename the finished folder ``tmp`` to ``folder``. A folder already there has no
+    finding.json (the caller checked, under the lock): what a writer of an older symfuzz
+    left when it was killed; it is moved aside and removed."""
+    try:
+        os.rename(tmp, folder)  # onto an empty folder too
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        aside = folder.with_name(f".{folder.name}.stale-{secrets.token_hex(4)}{TMP_SUFFIX}")
+        os.rename(folder, aside)
+        os.rename(tmp, folder)
+        shutil.rmtree(aside, ignore_errors=True)
+    fsync_dir(folder.parent)
 
 
 def load_findings(path) -> list[tuple[Path, Finding]]:
