@@ -12,7 +12,6 @@ leaves only whole findings behind.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import secrets
 import shutil
@@ -31,8 +30,9 @@ from symfuzz.corpus.atomic import (
     write_json,
     write_text,
 )
-from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.finding import MAX_FINDING_BYTES, Finding, FindingFormatError, read_finding, read_json_file
 from symfuzz.corpus.scripts import render_repro
+from symfuzz.oracles.verdict import SYMPTOMS
 
 
 class FindingStore:
@@ -77,7 +77,7 @@ class FindingStore:
 
     def __iter__(self) -> Iterator[Finding]:
         for path in sorted(self.root.glob("*/finding.json")):
-            yield Finding.from_json(json.loads(path.read_text()))
+            yield read_finding(path)
 
     def __len__(self) -> int:
         return sum(1 for _ in self.root.glob("*/finding.json"))
@@ -108,18 +108,64 @@ def _rename_into_place(tmp: Path, folder: Path) -> None:
 
 
 def load_findings(path) -> list[tuple[Path, Finding]]:
-    """Findings at ``path``: a finding folder, a finding.json, or a tree of them."""
+    """Findings at ``path``: a finding folder, a finding.json, or a tree of them.
+    The first one that cannot be read raises FindingFormatError (a ValueError)
+    naming its file; ``scan_findings`` reads past them instead."""
+    found, unreadable = scan_findings(path)
+    if unreadable:
+        where, why = unreadable[0]
+        raise FindingFormatError(f"{where}: {why}")
+    return found
+
+
+def scan_findings(path) -> tuple[list[tuple[Path, Finding]], list[tuple[Path, str]]]:
+    """(the findings at ``path`` as (folder, finding), the ones that cannot be read as
+    (path, why)). ``path`` is a finding folder, a finding.json, or a tree of them; in a
+    tree, a signature-named folder holding a repro.py or duplicates.jsonl but no
+    finding.json is unreadable too (a writer stopped before finishing it, or the file was
+    removed). Reading runs nothing: see ``read_finding``."""
     path = Path(path)
-    if path.is_file():
-        files = [path]
-    elif (path / "finding.json").exists():
-        files = [path / "finding.json"]
+    tree = path.is_dir() and path.name != "finding.json" and not os.path.lexists(path / "finding.json")
+    if not tree:
+        files = [path / "finding.json" if path.is_dir() and path.name != "finding.json" else path]
     else:
-        files = sorted(path.rglob("finding.json"))
-    out = []
+        files, leftovers = _walk(path)
+    found, unreadable = [], []
     for file in files:
         try:
-            out.append((file.parent, Finding.from_json(json.loads(file.read_text()))))
-        except (ValueError, KeyError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{file} is not a readable symfuzz finding: {exc}") from exc
-    return out
+            found.append((file.parent, Finding.from_json(read_json_file(file, MAX_FINDING_BYTES))))
+        except FindingFormatError as exc:
+            unreadable.append((file, str(exc)))
+    if tree:
+        unreadable += [(folder, _MISSING) for folder in leftovers]
+    return found, sorted(unreadable)
+
+
+_MISSING = ("has no finding.json: a campaign stopped while writing it, or the file was removed "
+            "(run the campaign again, or remove the folder)")
+
+
+def _looks_like_a_finding_folder(folder: Path) -> bool:
+    """A folder named like a signature that holds what a store writes before finding.json."""
+    return (folder.name.split("-", 1)[0] in _SYMPTOM_HEADS and
+            any((folder / name).exists() for name in ("repro.py", "duplicates.jsonl")))
+
+
+# A store's folders are named by signature, "<symptom>-<digest>"; the symptoms' first words.
+_SYMPTOM_HEADS = {symptom.split("-", 1)[0] for symptom in SYMPTOMS}
+
+
+def _walk(root: Path) -> tuple[list[Path], list[Path]]:
+    """(every finding.json under ``root``, the finding folders without one that are not
+    inside a finding's folder), in one walk that does not follow symlinked folders nor
+    enter hidden ones (a writer's ``.<sig>.XXXX.tmp``: not a finding until renamed)."""
+    files, candidates = [], []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if "finding.json" in names or "finding.json" in dirs:
+            files.append(Path(folder) / "finding.json")
+        elif {"repro.py", "duplicates.jsonl"} & set(names) and _looks_like_a_finding_folder(Path(folder)):
+            candidates.append(Path(folder))
+    holders = {file.parent for file in files}
+    leftovers = [c for c in candidates if not any(parent in holders for parent in c.parents)]
+    return sorted(files), leftovers
