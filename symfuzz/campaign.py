@@ -430,7 +430,7 @@ class Campaign:
         append_line(self.out / "candidates.jsonl", finding.to_json())
         # Lanes lie below the oracles: they read a verdict as its JSON.
         reason = (self.config.lane.suspect_reason(finding.verdict.to_json(), finding.case, finding.triage)
-                  or _slow_by_design(finding))
+                  or _slow_by_design(finding) or _explained_by_rounding(finding))
         if reason:
             finding.triage = {**finding.triage, "suspect": reason}
             with self.lock:
@@ -957,6 +957,13 @@ def _death_cause(returncode: Optional[int]) -> str:
     if returncode is None:
         return "host lost"
     return signal.Signals(-returncode).name if returncode < 0 else f"exit {returncode}"
+
+
+def _explained_by_rounding(finding: Finding) -> Optional[str]:
+    """A discrete output (a comparison, all/any, argmax, sort indices...) that flipped where
+    rounding explains it (oracles/differential.py): kept in suspect/ with the reason, never
+    a finding."""
+    return getattr(finding.verdict.evidence, "rounding", None)
 
 
 def _slow_by_design(finding: Finding) -> Optional[str]:

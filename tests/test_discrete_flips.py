@@ -2,6 +2,9 @@
 from its threshold still is (issue 14, item 10). In process, no compiling: the compiled side
 is the program with a planted change."""
 
+import json
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 
@@ -192,3 +195,21 @@ def test_the_pasted_runtime_judges_a_flip_as_the_campaign_does():
     bug[int((~eager).nonzero()[-1])] = True
     assert not torch.equal(bug, compiled)
     assert pasted["compare"](eager, bug, reference)["symptom"] == "value-mismatch"
+
+
+def test_the_campaign_keeps_an_explained_flip_in_suspect_and_never_confirms_it(tmp_path):
+    from symfuzz.campaign import Campaign, CampaignConfig
+    from symfuzz.corpus.finding import Finding
+    from symfuzz.oracles.lanes.lane import get_lane
+    from symfuzz.oracles.verdict import OutputMismatch
+
+    fixture = Finding.from_json(json.loads(
+        (Path(__file__).parent / "fixtures" / "finding-v1-metadata-mismatch.json").read_text()))
+    evidence = OutputMismatch(path="out", detail="1/27 elements differ", rounding="discrete flip explained by rounding")
+    verdict = Verdict(ok=False, oracle="differential", symptom="value-mismatch", stage="inductor",
+                      signature="value-mismatch-rounding", call_index=0, evidence=evidence)
+    campaign = Campaign(CampaignConfig(out=tmp_path / "out", lane=get_lane("eager"), quiet=True))
+    campaign.candidate(Finding(case=fixture.case, verdict=verdict, lane=campaign.config.lane.to_json()))
+    kept = json.loads((tmp_path / "out" / "suspect" / "value-mismatch-rounding" / "finding.json").read_text())
+    assert kept["triage"]["suspect"] == "discrete flip explained by rounding"
+    assert campaign.confirm_queue.empty() and not campaign.confirming and not campaign.confirmed
