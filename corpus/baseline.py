@@ -15,12 +15,13 @@ it again from the file alone and report the entries that are fixed.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from symfuzz.corpus.atomic import locked, write_text
-from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.finding import Finding, FindingFormatError, kind_of, read_json_file, signature_problem
 from symfuzz.oracles.verdict import Died, FakeRealMismatch, Hung, OutputMismatch, RaisedError, UnsoundGuard
 
 BASELINE_VERSION = 1
@@ -40,14 +41,19 @@ class Baseline:
         return signature in self.entries
 
     def findings(self) -> list[tuple[str, Finding]]:
-        """(signature, the entry's finding) for every entry, to replay them."""
+        """(signature, the entry's finding) for every entry, to replay them (check each one's case
+        with ``finding.check_case`` first); BaselineError naming the first entry without one."""
         out = []
         for sig, entry in sorted(self.entries.items()):
-            repro = entry.get("repro") or {}
+            repro = entry.get("repro")
+            if not isinstance(repro, dict):
+                raise BaselineError(f"baseline {self.path}: entry {sig!r} has no repro to replay (no \"repro\" "
+                                    "object); accept its finding again, or remove the entry")
             try:
-                out.append((sig, Finding.from_json({**repro, "signature": sig})))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise BaselineError(f"{self.path}: entry {sig} has no replayable repro ({exc})") from None
+                # the case is parsed by the replay (``check_case``), not here: a baseline lists findings
+                out.append((sig, Finding.from_json({**repro, "signature": sig}, parse_case=False)))
+            except FindingFormatError as exc:
+                raise BaselineError(f"baseline {self.path}: entry {sig!r} has no replayable repro: {exc}") from None
         return out
 
     def accept(self, findings: list[Finding]) -> list[str]:
@@ -78,21 +84,61 @@ def render(entries: dict) -> str:
 
 
 def load_baseline(path, missing_ok: bool = False) -> Baseline:
-    """The baseline at ``path``; an empty one if it does not exist and ``missing_ok``."""
+    """The baseline at ``path``; an empty one if it does not exist and ``missing_ok``.
+
+    Read strictly and without running anything (JSON, UTF-8, no duplicate keys, at most
+    MAX_BASELINE_BYTES): every entry is keyed by a valid signature and holds an object whose
+    ``repro`` is a finding; anything else is a BaselineError that names the file and the
+    entry. A file that cannot be read is never rewritten: ``accept`` stops first."""
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         if missing_ok:
             return Baseline(path, {})
         raise BaselineError(f"baseline {path} does not exist (create it with `symfuzz accept OUT --baseline {path}`)")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"baseline {path} is not readable JSON: {exc}") from None
+        data = read_json_file(path, MAX_BASELINE_BYTES, what="baseline")
+    except FindingFormatError as exc:
+        raise BaselineError(f"baseline {path} {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
         raise BaselineError(f"baseline {path} is not a symfuzz baseline (no \"entries\" object)")
-    if data.get("baseline_version", 1) > BASELINE_VERSION:
+    version = data.get("baseline_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise BaselineError(f"baseline {path}: \"baseline_version\" must be a whole number from 1, got {kind_of(version)}")
+    if version > BASELINE_VERSION:
         raise BaselineError(f"baseline {path} was written by a newer symfuzz; upgrade symfuzz to read it")
+    for sig, entry in data["entries"].items():
+        problem = _entry_problem(sig, entry)
+        if problem:
+            raise BaselineError(f"baseline {path}: entry {sig[:80]!r} {problem}; fix or remove that entry "
+                                "(or the file, and accept again)")
     return Baseline(path, data["entries"])
+
+
+# A baseline with thousands of entries is a few MB; a bigger file is not one, and is not read.
+MAX_BASELINE_BYTES = 50 * 1024 * 1024
+
+
+def _entry_problem(sig: str, entry) -> str | None:
+    """Why the entry ``sig`` -> ``entry`` is not one ``entry_for`` wrote (None: it is)."""
+    problem = signature_problem(sig)
+    if problem:
+        return f"is not keyed by a signature: {problem}"
+    if not isinstance(entry, dict):
+        return f"must be an object, got {kind_of(entry)}"
+    if "signature" in entry and entry["signature"] != sig:
+        return f"holds the signature {entry['signature']!r:.80}, not its key"
+    for name in ("description", "reason", "symptom", "first_seen"):
+        if entry.get(name) is not None and not isinstance(entry[name], str):
+            return f"field {name!r} must be a string, got {kind_of(entry[name])}"
+    if "repro" in entry:
+        if not isinstance(entry["repro"], dict):
+            return f"field 'repro' must be an object, got {kind_of(entry['repro'])}"
+        try:
+            # the case itself is parsed when the entry is replayed (``Baseline.findings``)
+            Finding.from_json({**entry["repro"], "signature": sig}, parse_case=False)
+        except FindingFormatError as exc:
+            return f"has a repro that is not a finding: {exc}"
+    return None
 
 
 def entry_for(finding: Finding) -> dict:
