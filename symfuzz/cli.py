@@ -17,7 +17,8 @@ from symfuzz.campaign import CASE_TIMEOUT_FLOOR, Campaign, CampaignConfig, Campa
 from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
 from symfuzz.corpus.regression import ReferenceError, judge_against_reference, reference_torch
 from symfuzz.corpus.replay import replay_finding
-from symfuzz.corpus.store import load_findings
+from symfuzz.corpus.finding import FindingFormatError, check_case
+from symfuzz.corpus.store import scan_findings
 from symfuzz.fuzz.specs import all_specs
 from symfuzz.gate import POLICIES, fails, gate_exit_code, judge_findings, write_gate
 from symfuzz.merge import MergeError, merge_outputs
@@ -756,7 +757,13 @@ def print_internal_errors(stats: dict, out: Path, shown: int = 5) -> None:
 
 
 def cmd_replay(args) -> int:
-    """Replay findings (PATH's, or the baseline's entries): reproduced, fixed, or could not run."""
+    """Replay findings (PATH's, or the baseline's entries): reproduced, fixed, or could not run.
+
+    Every readable finding under PATH is replayed; each one that cannot be read is named
+    on one line ("skipped PATH: why") and counted. The exit code, first match wins:
+    1 findings still fail under --fail-on; 3 findings could not be judged (a repro that
+    could not run); 2 some findings could not be read (all the rest passed or are known);
+    0 otherwise. Nothing readable at all, or a bad --baseline (any entry), is 2 at once."""
     if args.path is None and args.baseline is None:
         raise UsageError("give a finding path, --baseline FILE, or both")
     baseline = _baseline(args.baseline) if args.baseline else None
@@ -764,17 +771,26 @@ def cmd_replay(args) -> int:
     if args.path is not None:
         if not args.path.exists():
             raise UsageError(f"{args.path} does not exist")
-        try:
-            findings = [(folder / "repro.py", f) for folder, f in load_findings(args.path)]
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        found, unreadable = scan_findings(args.path)
+        findings = [(folder / "repro.py", f) for folder, f in found]
     else:
+        unreadable = []
         try:
             findings = [(f"{args.baseline}#{sig}", f) for sig, f in baseline.findings()]
+            for _, f in findings:
+                check_case(f.case)
         except BaselineError as exc:
             raise UsageError(str(exc)) from None
+        except FindingFormatError as exc:
+            raise UsageError(f"baseline {args.baseline}: entry {f.signature!r} has no replayable repro: {exc}") from None
+    for where, why in unreadable:
+        print(f"skipped {where}: {why}", file=sys.stderr)
     if not findings:
-        raise UsageError(f"no findings in {args.path or args.baseline}")
+        if unreadable:
+            raise UsageError(f"none of the {len(unreadable)} findings in {args.path} can be read (above); "
+                             "nothing was replayed")
+        raise UsageError(f"no findings in {args.path or args.baseline} (give a finding folder, a finding.json, "
+                         "or a folder of them)")
     counts = {"reproduced": 0, "fixed": 0, "failing": 0, "unjudged": 0}
     fixed_known = []
     for where, finding in findings:
@@ -808,22 +824,32 @@ def cmd_replay(args) -> int:
             counts["unjudged"] += 1
     print(f"{counts['reproduced']}/{len(findings)} reproduced, {counts['fixed']} fixed"
           + (f" ({len(fixed_known)} baseline entries no longer reproduce: {', '.join(fixed_known)})" if fixed_known else "")
-          + (f", {counts['unjudged']} could not be judged" if counts["unjudged"] else ""))
+          + (f", {counts['unjudged']} could not be judged" if counts["unjudged"] else "")
+          + (f", {len(unreadable)} skipped: cannot be read (listed on stderr)" if unreadable else ""))
     if counts["failing"]:
         return EXIT_FINDINGS
-    return EXIT_ENVIRONMENT if counts["unjudged"] else EXIT_OK
+    if counts["unjudged"]:
+        return EXIT_ENVIRONMENT
+    return EXIT_USAGE if unreadable else EXIT_OK
 
 
 def cmd_accept(args) -> int:
-    """Record OUT's confirmed findings in the baseline (existing entries stay as they are)."""
+    """Record OUT's confirmed findings in the baseline (existing entries stay as they are).
+    All or nothing: a finding that cannot be read, or a baseline that cannot, is exit 2
+    with each one named, and the baseline is left as it was."""
     findings_dir = args.out / "findings"
     if not (args.out / "stats.json").exists() and not findings_dir.is_dir():
         raise UsageError(f"{args.out} is not a symfuzz output folder (no stats.json, no findings/)")
+    found, unreadable = scan_findings(findings_dir) if findings_dir.is_dir() else ([], [])
+    if unreadable:
+        raise UsageError(f"{len(unreadable)} finding(s) in {findings_dir} cannot be read, so nothing was accepted "
+                         f"({args.baseline} is unchanged); regenerate or remove each one, then accept again:\n"
+                         + "\n".join(f"  {where}: {why}" for where, why in unreadable))
+    findings = [f for _, f in found]
     try:
-        findings = [f for _, f in load_findings(findings_dir)] if findings_dir.is_dir() else []
         baseline = load_baseline(args.baseline, missing_ok=True)
-    except (ValueError, BaselineError) as exc:
-        raise UsageError(str(exc)) from None
+    except BaselineError as exc:
+        raise UsageError(f"{exc} (nothing was accepted; the file is unchanged)") from None
     added = baseline.accept(findings)
     if added or not args.baseline.exists():
         baseline.save()
