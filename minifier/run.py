@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +16,7 @@ from symfuzz.minifier.case_subject import CaseSubject
 from symfuzz.minifier.criteria import (AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure,
                                       SameStoredSignature)
 from symfuzz.minifier.driver import Criterion, Driver, OriginalDoesNotFail, Result
-from symfuzz.minifier.script import ScriptError, prepare_script
+from symfuzz.minifier.script import ScriptError, check_script, prepare_script
 from symfuzz.oracles.verdict import Died, Hung
 
 
@@ -93,26 +96,52 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
     same = SameFailure(failure_id) if failure_id.startswith(("process-death:", "timeout")) else SameStoredSignature(failure_id)
     criterion = _criterion(options, same)
     work, repro = _paths(options, folder / "minified")
-    driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
-                    env=options.env, memory_limit_mb=memory, progress=say, repro_path=repro)
-    subject = CaseSubject.from_finding(finding)
-    return _run(driver, subject, CASE_PASSES, f"python {folder / 'repro.py'}")
+    with _removed_on_failure(work, keep=options.out is not None):
+        driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
+                        env=options.env, memory_limit_mb=memory, progress=say, repro_path=repro)
+        subject = CaseSubject.from_finding(finding)
+        return _run(driver, subject, CASE_PASSES, f"python {folder / 'repro.py'}")
 
 
 def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
     work, repro = _paths(options, path.with_name(path.stem + ".minified"))
     timeout = options.query_timeout or 300.0
     criterion = _criterion(options, SameAsOriginal())  # before the capture: a bad --match fails at once
-    say(f"minify: running {path} to capture its compiled graphs ...")
     try:
-        subject, passes = prepare_script(path, accuracy=options.accuracy, timeout=timeout, work_dir=work,
-                                         env=options.env, args=options.script_args)
+        check_script(path)  # before anything runs or is written: a script that cannot run is said at once
     except ScriptError as exc:
         raise MinifyError(str(exc)) from None
-    driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
-                    env=options.env, progress=say, repro_path=repro)
-    by_hand = " ".join(["python", str(path), *options.script_args])
-    return _run(driver, subject, passes, by_hand)
+    with _removed_on_failure(work, keep=options.out is not None):
+        say(f"minify: running {path} to capture its compiled graphs ...")
+        try:
+            subject, passes = prepare_script(path, accuracy=options.accuracy, timeout=timeout, work_dir=work,
+                                             env=options.env, args=options.script_args)
+        except ScriptError as exc:
+            raise MinifyError(str(exc)) from None
+        driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
+                        env=options.env, progress=say, repro_path=repro)
+        by_hand = " ".join(["python", str(path), *options.script_args])
+        return _run(driver, subject, passes, by_hand)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(work: Path, keep: bool):
+    """Remove what a minify that fails created under ``work`` (its capture, its queries'
+    files): a failed minify leaves nothing behind. Kept: a folder the user named with --out
+    (``keep``), one that was there before (only its new capture/ goes), and the best repro
+    so far of a minify interrupted after the original was seen to fail (the driver wrote it)."""
+    work = Path(work)
+    created = [p for p in (work, work / "capture") if not os.path.lexists(p)]
+    try:
+        yield
+    except BaseException as exc:
+        saved = isinstance(exc, KeyboardInterrupt) and (work / "best.json").exists()
+        if not keep and not saved:
+            for path in created:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                    break  # the first is the outermost: the rest went with it
+        raise
 
 
 def _run(driver: Driver, subject, passes, by_hand: str) -> Result:

@@ -10,6 +10,9 @@ went wrong and what to do.
 
 from __future__ import annotations
 
+import ast
+import io
+import tokenize
 from pathlib import Path
 from typing import Optional
 
@@ -31,7 +34,7 @@ def prepare_script(path: Path, *, accuracy: bool, timeout: float, work_dir: Path
     the driver the same ``env`` so that candidates see it too. Saved input
     values stay under ``work_dir``: keep it while the repro may load them.
     """
-    script = _check_path(Path(path))
+    script = check_script(Path(path))
     run = run_capture(script, Path(work_dir) / "capture", accuracy=accuracy, timeout=timeout, env=env, args=args)
     record = choose_graph(run, script, accuracy)
     return GraphSubject.from_record(record, accuracy=accuracy, script=script.name), list(PASSES)
@@ -44,6 +47,39 @@ def _check_path(path: Path) -> Path:
         raise ScriptError(f"{path} is not a Python script (.py file). Give the script that calls torch.compile "
                           "and fails; for a fuzzer finding, minify its finding JSON instead.")
     return path.resolve()
+
+
+# A script to minify is a reproducer someone wrote: a bigger file is not one.
+MAX_SCRIPT_BYTES = 10 * 1024 * 1024
+
+
+def check_script(path: Path) -> Path:
+    """``path``, resolved, if it is a Python script that can run at all: it exists, is a
+    .py file, is not empty, decodes (UTF-8, or the encoding its coding line declares) and
+    parses. ScriptError otherwise. Nothing is run: the source is only parsed (``ast``)."""
+    script = _check_path(Path(path))
+    size = script.stat().st_size
+    if size > MAX_SCRIPT_BYTES:
+        raise ScriptError(f"{path} is {size / 2**20:.0f} MB: too big for a script to minify "
+                          f"(at most {MAX_SCRIPT_BYTES // 2**20} MB)")
+    raw = script.read_bytes()
+    if not raw.strip():
+        raise ScriptError(f"{path} is empty: there is nothing to run. Give the script that calls torch.compile "
+                          "and fails.")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        source = raw.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+        raise ScriptError(f"{path} is not UTF-8 text (nor in the encoding a coding line declares): {exc}. Save it "
+                          "as UTF-8.") from None
+    try:
+        ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        where = f" line {exc.lineno}" if exc.lineno else ""
+        raise ScriptError(f"{path}{where}: SyntaxError: {exc.msg}. Fix the script so that Python can run it.") from None
+    except ValueError as exc:  # e.g. a NUL byte in the source
+        raise ScriptError(f"{path} cannot be parsed as Python: {exc}. Fix the script.") from None
+    return script
 
 
 def choose_graph(run: CaptureRun, script: Path, accuracy: bool) -> dict:
@@ -90,7 +126,8 @@ def _why_nothing_failed(run: CaptureRun, script: Path, accuracy: bool) -> str:
               "If the failure is a wrong result, use --accuracy.")
     ended = f" The script itself failed outside the compiled graphs: {tail}." if tail else ""
     timed = " (the capture timed out; a longer --timeout may reach the failing graph)" if run.timed_out else ""
-    return (f"none of the {len(run.records)} graphs captured from {script.name}{timed} failed: each {what}.{ended} "
+    return (f"{script.name} runs without a compiled failure, so there is nothing to minify: none of the "
+            f"{len(run.records)} graphs captured from it{timed} failed; each {what}.{ended} "
             f"{advice} To check by hand, run the script with TORCHDYNAMO_VERBOSE=1 and compare with "
             "backend='eager' and backend='aot_eager'.")
 
