@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Optional
 
 from symfuzz.canary import canary_failure
-from symfuzz.corpus.atomic import append_line, write_json
+from symfuzz.corpus.atomic import DiskFullError, append_line, write_json, write_text
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.corpus.finding import Finding, environment
 from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
@@ -374,6 +374,7 @@ class Campaign:
         self.health = ProgramHealth()
         self.stop_reason: Optional[str] = None  # why the campaign stopped early
         self.fuzz_start: Optional[float] = None  # when the canary passed: the budget starts then
+        self.disk_full: Optional[DiskFullError] = None  # the first write a full disk stopped
         self.resumed_unconfirmed: list[Finding] = []  # an earlier run's unconfirmed candidates, confirmed now
         if resumed is not None:
             self._resume(resumed)
@@ -485,7 +486,11 @@ class Campaign:
             if self.runner.cancelled:
                 return  # interrupted: the finding is shelved as unconfirmed
             finding.confirmation = outcome.to_json()
-            self.record_confirmation(finding, outcome)
+            try:
+                self.record_confirmation(finding, outcome)
+            except DiskFullError as exc:  # the main loop stops the run (it cannot store findings)
+                self.disk_full = self.disk_full or exc
+                return
             self.in_confirmation = None
             if any(f is finding for f in self.resumed_unconfirmed):
                 # an earlier run's unconfirmed candidate, now judged and stored where it belongs
@@ -572,6 +577,8 @@ class Campaign:
         try:
             while True:
                 now = time.monotonic()
+                if self.disk_full is not None:
+                    raise self.disk_full
                 if self.canary is None and not any(w.canary for w in workers):
                     self._start_canary(workers)
                     if not any(w.ready for w in workers) and now - start > self.startup_timeout:
@@ -615,14 +622,23 @@ class Campaign:
             self.interrupted_by = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
             self.progress.note("interrupted: stopping; unconfirmed candidates are kept in unconfirmed/")
             self.runner.cancel()
+        except DiskFullError as exc:
+            self.disk_full = self.disk_full or exc
+            self.runner.cancel()
         finally:
             for w in workers:
                 w.kill("interrupted")
                 w.close()
             self.confirm_queue.put(None)
-            self._shelve_unconfirmed()
-            self.progress.finish()
-            stats = self.write_stats(time.monotonic() - start)
+            try:
+                self._shelve_unconfirmed()
+                self.progress.finish()
+                stats = self.write_stats(time.monotonic() - start)
+            except DiskFullError as exc:  # what was written before stays whole (corpus/atomic.py)
+                self.disk_full = self.disk_full or exc
+        if self.disk_full is not None:
+            raise CampaignError(f"{self.disk_full}: the disk is full, so the run stopped; what it wrote so far is "
+                                f"kept whole. Free space, then continue with --resume")
         return stats
 
     # ------------------------------------------------------------ cases and the corpus
@@ -732,8 +748,8 @@ class Campaign:
 
     def _record_canary(self, failure: Optional[str], seconds: float, detail: str) -> None:
         self.canary = {"ok": failure is None, "cause": failure, "seconds": seconds, "log": str(self.out / "canary.log")}
-        (self.out / "canary.log").write_text(f"canary on lane {self.config.lane.name}: "
-                                             f"{'passed' if failure is None else 'FAILED: ' + failure}\n\n{detail}\n")
+        write_text(self.out / "canary.log", f"canary on lane {self.config.lane.name}: "
+                                            f"{'passed' if failure is None else 'FAILED: ' + failure}\n\n{detail}\n")
 
     def _canary_message(self, failure: str) -> str:
         return (f"the canary program failed on lane {self.config.lane.name}, before any fuzzing: {failure} "

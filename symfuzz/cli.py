@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 
 from symfuzz.campaign import CASE_TIMEOUT_FLOOR, Campaign, CampaignConfig, CampaignError, Terminated
+from symfuzz.corpus.atomic import DiskFullError
 from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
 from symfuzz.corpus.regression import ReferenceError, judge_against_reference, reference_torch
 from symfuzz.corpus.replay import replay_finding
@@ -451,6 +452,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except DiskFullError as exc:  # what was written before is whole (corpus/atomic.py)
+        print(f"symfuzz {args.command}: {exc}: the disk is full; free space and run it again", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except Exception:  # noqa: BLE001 - never exit 1 ("findings") for a symfuzz or environment failure
         traceback.print_exc()
         print(f"symfuzz {args.command}: internal error (above): symfuzz or its environment failed, "

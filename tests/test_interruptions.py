@@ -229,3 +229,16 @@ def test_a_slow_compile_past_a_short_case_timeout_is_no_finding(tmp_path):
     assert stats["findings"]["confirmed"] == 0 and stats["findings"]["suspect"] == 1
     suspect = json.loads(next(out.glob("suspect/timeout-*/finding.json")).read_text())
     assert suspect["triage"]["suspect"].startswith("slow, not hung"), suspect["triage"]
+
+
+def test_a_full_disk_stops_the_campaign_in_one_line_and_keeps_what_was_written(tmp_path):
+    out = tmp_path / "out"
+    proc = start([*EAGER, "--ops", "tanh,add", "--max-cases", "4", "--quiet", "--out", out],
+                 "tanh-wrong-eager,disk-full-candidates")
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 3, stdout + stderr
+    assert "Traceback" not in stderr
+    assert f"disk full writing {out / 'candidates.jsonl'}" in stderr and "--resume" in stderr, stderr
+    stats = json.loads((out / "stats.json").read_text())  # whole, and final
+    assert stats["programs"]["generated"] >= 1
+    json.loads((out / STATE_FILE).read_text())

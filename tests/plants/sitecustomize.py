@@ -284,6 +284,24 @@ def plant_slow_generation():
     _fail_generating(lambda index: time.sleep(600) or False)
 
 
+def plant_disk_full_on_candidates():
+    """In the campaign's own process, the disk is full when a candidate is logged."""
+    import sys
+
+    if "symfuzz.cli" not in " ".join(sys.orig_argv):
+        return
+    from symfuzz.corpus import atomic
+
+    original = atomic.append_line
+
+    def append_line(path, data):
+        if str(path).endswith("candidates.jsonl"):
+            raise atomic.DiskFullError(path)
+        return original(path, data)
+
+    atomic.append_line = append_line
+
+
 def plant_generator_fault_most():
     """The generator fails for 9 of every 10 cases."""
     _fail_generating(lambda index: index % 10 != 0)
@@ -303,6 +321,7 @@ PLANTS = {
     "hang-sin": plant_hang_on_sin,
     "slow-compile-sin": plant_slow_compile_on_sin,
     "slow-generation": plant_slow_generation,
+    "disk-full-candidates": plant_disk_full_on_candidates,
     "tanh-wrong-eager": plant_tanh_wrong_in_eager_backend,
     "exp-wrong-eager": plant_exp_wrong_in_eager_backend,
     "torch-without-compile": plant_torch_without_compile,
