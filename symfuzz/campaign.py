@@ -355,6 +355,7 @@ class Campaign:
         self.confirming: set[str] = set()
         self.tries: Counter = Counter()
         self.twins: dict[str, list[Finding]] = {}
+        self.slow_reasons: dict[str, str] = {}  # timeout signatures judged slow, not hung: why
         self.in_confirmation: Optional[Finding] = None
         self.indices = shard_indices(config.shard, config.max_cases)
         self.next_index: Optional[int] = next(self.indices, None)
@@ -456,7 +457,7 @@ class Campaign:
             elif sig in self.confirming:
                 self.twins.setdefault(sig, []).append(finding)  # decided with its twin
             elif self.tries[sig] >= self.MAX_CONFIRM_TRIES:
-                self.flaky.add(finding)
+                self._out_of_tries(finding)
             else:
                 self.confirming.add(sig)
                 self.confirm_queue.put(finding)
@@ -517,6 +518,7 @@ class Campaign:
                 # Slow, not hung (or slow in eager too): a lane artefact of a short --case-timeout,
                 # kept with the reason, never a finding.
                 finding.triage = {**finding.triage, "suspect": outcome.reason}
+                self.slow_reasons[sig] = outcome.reason
                 self.suspect.add(finding)
                 self.summary["suspect"] += 1
             else:
@@ -528,7 +530,17 @@ class Campaign:
                 self.confirm_queue.put(twins[0])
             else:
                 for twin in twins:
-                    self.flaky.add(twin)
+                    self._out_of_tries(twin)
+
+    def _out_of_tries(self, finding: Finding) -> None:
+        """A candidate whose signature used up its confirmation tries in this run: flaky, or,
+        for a timeout whose tries were judged slow rather than hung, suspect for that reason."""
+        reason = self.slow_reasons.get(finding.signature)
+        if reason:
+            finding.triage = {**finding.triage, "suspect": f"not rerun; an earlier case with this signature: {reason}"}
+            self.suspect.add(finding)
+        else:
+            self.flaky.add(finding)
 
     def death_finding(self, worker: Worker, returncode: Optional[int]) -> Optional[Finding]:
         # deferred: the runtime imports torch, which the campaign's own process loads only once it
