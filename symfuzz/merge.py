@@ -236,7 +236,8 @@ def _merge_store(store: str, sources: list[Source], build: Path) -> dict:
         root = s.path / store
         if not root.is_dir():
             continue
-        for folder in sorted(p for p in root.iterdir() if (p / "finding.json").is_file()):
+        # (a hidden folder is a finding a killed writer left before renaming it into place)
+        for folder in sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p / "finding.json").is_file()):
             finding = _read_json(folder / "finding.json")
             by_sig.setdefault(folder.name, []).append((_case_key(finding), position, folder, finding))
     demoted, representatives = 0, {}
