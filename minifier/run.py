@@ -87,7 +87,8 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
         raise MinifyError(str(exc)) from None
     if len(findings) != 1:
         raise MinifyError(f"{path} holds {len(findings)} findings; give one finding folder (with finding.json)"
-                          if findings else f"no finding.json under {path}")
+                          if findings else f"no finding.json under {path}: give a finding folder "
+                          "(OUT/findings/<signature>) or a failing script.py")
     folder, finding = findings[0]
     evidence = finding.verdict.evidence
     timeout = options.query_timeout or (evidence.timeout_seconds if isinstance(evidence, Hung) else None) or 300.0
