@@ -241,7 +241,9 @@ def apply_results(path, results):
     """Accept results into the file at path, safely against other processes doing the same.
 
     pytest-xdist workers each call this at the end: under an exclusive lock the file is
-    reread from disk, so what another worker wrote in between is kept, not overwritten.
+    reread from disk, so what another worker wrote in between is kept, not overwritten,
+    and replaced atomically, so a writer killed at any point leaves the old file or the
+    new one, never half (its temporary file is removed by the next writer).
     """
     import fcntl  # POSIX only; imported here so the module itself stays importable anywhere
 
@@ -250,6 +252,7 @@ def apply_results(path, results):
     with open(str(path) + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            _remove_dead_writers_files(path)
             store = XfailStore.load(path)
             changed = False
             for op, check, passed, message in results:
@@ -259,6 +262,21 @@ def apply_results(path, results):
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return store
+
+
+def _remove_dead_writers_files(path):
+    """The temporary files (corpus.atomic.write_text's) of writers killed between write and
+    replace. Called under the lock: every writer holds it, so no live writer owns one."""
+    folder, name = os.path.split(os.path.abspath(str(path)))
+    try:
+        leftovers = [f for f in os.listdir(folder) if f.startswith(f".{name}.") and f.endswith(".tmp")]
+    except OSError:
+        return
+    for leftover in leftovers:
+        try:
+            os.unlink(os.path.join(folder, leftover))
+        except OSError:
+            pass
 
 
 def merge_results(results):

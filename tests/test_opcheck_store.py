@@ -277,3 +277,28 @@ def test_outcome_of_a_check_result_status(tmp_path):
     assert store.outcome("mylib::op", "schema", "skipped") == "skipped"
     assert store.outcome("mylib::op", "faketensor", "failed") == "failed"
     assert store.outcome("mylib::op", "faketensor", "passed") == "passed"
+
+
+def test_accept_comment_keeps_the_details_a_headline_introduces(tmp_path):
+    """Issue 14 item 9: gradcheck's failure is a headline ending in ':' and the mismatch below it;
+    the comment used to stop at the headline."""
+    store = XfailStore(str(tmp_path / "s.json"))
+    message = ("[wrong-gradient] the registered backward disagrees with numerical gradients:\n"
+               "Jacobian mismatch for output 0 with respect to input 0,\n"
+               "numerical:tensor([[0.1246]], dtype=torch.float64)\n"
+               "analytical:tensor([[0.6114]], dtype=torch.float64)\n\n"
+               "Traceback (most recent call last):\n  File ...")
+    store.accept("mylib::op", "gradient", False, message)
+    assert store.data["mylib::op"]["test_gradient"]["comment"] == (
+        "symfuzz: [wrong-gradient] the registered backward disagrees with numerical gradients: Jacobian mismatch "
+        "for output 0 with respect to input 0, numerical:tensor([[0.1246]], dtype=torch.float64) "
+        "analytical:tensor([[0.6114]], dtype=torch.float64)")
+    # A headline that says it all stays alone; a long one is cut at a word, not mid-word.
+    store.accept("mylib::op", "schema", False, "RuntimeError: Argument x is not defined as mutable\nschema: ...")
+    assert store.data["mylib::op"]["test_schema"]["comment"] == "symfuzz: RuntimeError: Argument x is not defined as mutable"
+    store.accept("mylib::op", "faketensor", False, "word " * 200)
+    comment = store.data["mylib::op"]["test_faketensor"]["comment"]
+    assert comment.endswith("word...") and len(comment) <= len("symfuzz: ") + 400
+    # Saved and read back whole.
+    store.save()
+    assert XfailStore.load(store.path).data == store.data
