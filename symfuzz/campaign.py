@@ -383,7 +383,9 @@ class Campaign:
     def _resume(self, state: dict) -> None:
         """Continue the campaign in --out: its counters, the indices it did not finish,
         the corpus cases it did not replay, and its unconfirmed candidates to confirm."""
+        now = {k: self.stats.replay[k] for k in ("stored", "unreadable") if k in self.stats.replay}
         self.stats.restore(state)
+        self.stats.replay.update(now)  # what this run's corpus holds
         self.summary.update(state["summary"])
         done = set(self.stats.indices)
         self.indices = (i for i in shard_indices(self.config.shard, self.config.max_cases) if i not in done)
@@ -581,6 +583,10 @@ class Campaign:
         self.fuzz_start = None
         confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
         confirmer.start()
+        if self.stats.replay.get("unreadable"):
+            first, why = self.corpus.unreadable[0]
+            self.progress.note(f"corpus: {self.stats.replay['unreadable']} stored file(s) are not cases and were "
+                               f"skipped (left as they are), e.g. {first}: {why}")
         for finding in self.resumed_unconfirmed:
             self.progress.note(f"resuming: confirming {finding.signature}, left unconfirmed by the earlier run")
             self._to_confirm(finding)
@@ -673,7 +679,10 @@ class Campaign:
         if self.corpus is None:
             return []
         k, n = self.config.shard or (1, 1)
-        stored = [c for c in self.corpus if c.lane in ("", self.config.lane.name)]
+        # A stored file that is not a case this symfuzz can parse is skipped, left as it is,
+        # and counted (stats.json replay.unreadable); it never reaches a worker.
+        stored = [c for c in self.corpus.replayable() if c.lane in ("", self.config.lane.name)]
+        self.stats.replay["unreadable"] = len(self.corpus.unreadable)
         for case in stored:
             for why in case.why:
                 kind, _, what = why.partition(":")

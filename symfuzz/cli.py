@@ -15,6 +15,7 @@ from pathlib import Path
 
 from symfuzz.campaign import CASE_TIMEOUT_FLOOR, Campaign, CampaignConfig, CampaignError, Terminated
 from symfuzz.corpus.atomic import DiskFullError
+from symfuzz.corpus.case_corpus import CorpusError
 from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
 from symfuzz.corpus.regression import ReferenceError, judge_against_reference, reference_torch
 from symfuzz.corpus.replay import replay_finding
@@ -604,7 +605,7 @@ def cmd_fuzz(args) -> int:
     )
     try:
         campaign = Campaign(config)  # refuses an --out that holds another run (unless --resume)
-    except OutFolderError as exc:
+    except (OutFolderError, CorpusError) as exc:
         raise UsageError(str(exc)) from None
     # A resumed --out holds the earlier run's gate: this run's gate judges anew.
     (args.out / "gate.json").unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from symfuzz.corpus.atomic import write_json
 from symfuzz.corpus.baseline import Baseline, describe
 from symfuzz.corpus.regression import REGRESSION, UNKNOWN, judge_against_reference
 from symfuzz.corpus.replay import ScriptRunner
-from symfuzz.corpus.store import load_findings
+from symfuzz.corpus.store import scan_findings
 
 POLICIES = ("regression", "new", "any")
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNJUDGED, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
@@ -31,8 +31,11 @@ def judge_findings(out: Path, policy: str, baseline: Optional[Baseline], referen
                    runner: Optional[ScriptRunner] = None, signatures=None) -> dict:
     """gate.json's content for the confirmed findings in ``out``/findings; ``signatures``: only
     these (a reused output folder holds earlier runs' findings too)."""
-    findings = load_findings(out / "findings") if (out / "findings").exists() else []
+    findings, unreadable = scan_findings(out / "findings") if (out / "findings").exists() else ([], [])
     judged, unjudged = {}, []
+    for path, why in unreadable:  # edited or damaged after the run wrote it: nothing to judge it by
+        note(f"symfuzz: {why}" if str(path) in why else f"symfuzz: {path}: {why}")
+        unjudged.append(Path(path).parent.name if Path(path).name == "finding.json" else Path(path).name)
     for _, finding in findings:
         sig = finding.signature
         if signatures is not None and sig not in signatures:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from symfuzz.corpus.atomic import write_text
+from symfuzz.corpus.finding import read_finding
 from symfuzz.report_html import render_html
 
 REPORT_DIR = "report"
@@ -312,7 +313,8 @@ def load_run(out) -> RunReport:
     gate = gate if isinstance(gate, dict) else None
     findings = []
     for path in sorted((out / "findings").glob("*/finding.json")):
-        findings.append(_finding_row(path.parent, _read_json(path, "finding JSON"), gate))
+        # read_finding checks every field (a ValueError naming the file and the field, if not)
+        findings.append(_finding_row(path.parent, read_finding(path).to_json(), gate))
     return RunReport(out, stats, gate, read_timeline(out / "timeline.jsonl"), findings)
 
 
