@@ -62,9 +62,11 @@ exit codes:
   0    nothing fails under the policy: every finding is fixed, known (in --baseline)
        or, under --fail-on regression, pre-existing
   1    findings that still fail and that the policy counts
-  2    usage mistake or bad input
+  2    usage mistake or bad input; or, when nothing failed, findings that could not be
+       read (each a `skipped PATH: why` line; the others were replayed)
   3    findings that could not be judged (a repro that could not run)
   130 / 143  interrupted by SIGINT / SIGTERM
+  The first that applies wins: 1, then 3, then 2, then 0.
 
 Replaying runs each finding's repro.py: code, by design (treat a finding from someone
 else like any script you would run). Reading findings and baselines runs nothing: they
