@@ -2,13 +2,78 @@
 
 from __future__ import annotations
 
+import keyword
+import re
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from symfuzz.fuzz.ir import BranchNode, CondNode, ExprNode, OpNode, Program
+from symfuzz.fuzz.specs.base import DTYPE_KIND
 
 # Dynamism marks a dim may carry in a call. "auto" means none: automatic dynamic.
 MARKS = ("auto", "dynamic", "maybe_dynamic", "static", "unbacked")
+
+# What a case read from a file may hold is checked as it is read (``from_json``): the
+# repro scripts paste dtypes, shapes, seeds, layouts, marks and flag names into source,
+# so each must be what the generator writes. A ValueError names the field.
+LAYOUTS = {"contiguous": (), "transposed": ("dims",), "strided": ("dim", "step"), "sliced": ("dim",),
+           "expanded": ("dim",)}
+CONFIG_GROUPS = ("dynamo", "fx")
+_FLAG = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _whole(value, minimum: Optional[int] = None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum)
+
+
+def _check_layout(layout, where: str) -> None:
+    if isinstance(layout, str) and layout in LAYOUTS:
+        return  # a kind's name alone (script_runtime.normal_layout)
+    if not isinstance(layout, dict) or layout.get("kind", "contiguous") not in LAYOUTS:
+        raise ValueError(f"{where}: layout {layout!r:.80} is not one of the layouts symfuzz makes ({', '.join(LAYOUTS)})")
+    wanted = LAYOUTS[layout.get("kind", "contiguous")]
+    extra = sorted(set(layout) - {"kind", *wanted})
+    if extra:
+        raise ValueError(f"{where}: layout {layout!r:.80} has the unknown key {extra[0]!r:.40}")
+    for key in wanted:
+        value = layout.get(key)
+        ok = (isinstance(value, list) and len(value) == 2 and all(_whole(v) for v in value)) if key == "dims" else \
+            _whole(value, 1 if key == "step" else None)
+        if not ok:
+            raise ValueError(f"{where}: layout {key} {value!r:.40} is not " + ("two dims" if key == "dims" else "a whole number"))
+
+
+def _check_marks(marks, where: str) -> dict:
+    if not isinstance(marks, dict):
+        raise ValueError(f"{where}: marks must be an object, got {type(marks).__name__}")
+    out = {}
+    for key, mark in marks.items():
+        if not (_whole(key, 0) or (isinstance(key, str) and key.isascii() and key.isdigit())):
+            raise ValueError(f"{where}: marks: {key!r:.40} is not a dim (a whole number)")
+        if not isinstance(mark, dict) or mark.get("mark", "auto") not in MARKS or set(mark) - {"mark", "min", "max"}:
+            raise ValueError(f"{where}: marks[{key}]: {mark!r:.80} is not a mark ({', '.join(MARKS)}, with "
+                             "optional min and max)")
+        for bound in ("min", "max"):
+            if mark.get(bound) is not None and not _whole(mark[bound], 0):
+                raise ValueError(f"{where}: marks[{key}].{bound} {mark[bound]!r:.40} is not a whole number")
+        out[int(key)] = mark
+    return out
+
+
+def _check_config(config) -> dict:
+    if not isinstance(config, dict):
+        raise ValueError(f"schedule: config must be an object, got {type(config).__name__}")
+    for group, flags in config.items():
+        if group not in CONFIG_GROUPS or not isinstance(flags, dict):
+            raise ValueError(f"schedule: config {group!r:.40} is not one of {', '.join(CONFIG_GROUPS)} "
+                             "holding an object of flags")
+        for name, value in flags.items():
+            if not _FLAG.fullmatch(name) or keyword.iskeyword(name):
+                raise ValueError(f"schedule: config.{group}: {name!r:.60} is not a flag name (lowercase identifier)")
+            if not (value is None or isinstance(value, (bool, int, float, str))):
+                raise ValueError(f"schedule: config.{group}.{name} must be a number, a string, true/false or "
+                                 f"null, got {type(value).__name__}")
+    return dict(config)
 
 
 @dataclass(frozen=True)
@@ -28,9 +93,20 @@ class ArgSpec:
         return data
 
     @staticmethod
-    def from_json(data: dict) -> "ArgSpec":
-        marks = {int(k): v for k, v in data.get("marks", {}).items()}
-        return ArgSpec(tuple(data["shape"]), data["dtype"], int(data["seed"]), data.get("layout") or {"kind": "contiguous"}, marks)
+    def from_json(data: dict, where: str = "argument") -> "ArgSpec":
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be an object, got {type(data).__name__}")
+        shape, dtype, seed = data["shape"], data["dtype"], data["seed"]
+        if not isinstance(shape, list) or not all(_whole(s, 0) for s in shape):
+            raise ValueError(f"{where}: shape {shape!r:.80} is not a list of sizes (whole numbers)")
+        if dtype not in DTYPE_KIND:
+            raise ValueError(f"{where}: dtype {dtype!r:.40} is not one symfuzz generates ({', '.join(DTYPE_KIND)})")
+        if not _whole(seed):
+            raise ValueError(f"{where}: seed {seed!r:.40} is not a whole number")
+        layout = data.get("layout") or {"kind": "contiguous"}
+        _check_layout(layout, where)
+        marks = _check_marks(data.get("marks", {}), where)
+        return ArgSpec(tuple(shape), dtype, seed, layout, marks)
 
 
 @dataclass(frozen=True)
@@ -42,8 +118,14 @@ class Call:
         return {"args": [a.to_json() for a in self.args], "symbols": dict(self.symbols)}
 
     @staticmethod
-    def from_json(data: dict) -> "Call":
-        return Call(tuple(ArgSpec.from_json(a) for a in data["args"]), dict(data.get("symbols", {})))
+    def from_json(data: dict, where: str = "call") -> "Call":
+        if not isinstance(data, dict) or not isinstance(data["args"], list):
+            raise ValueError(f"{where} must be an object with a list of args")
+        symbols = data.get("symbols", {})
+        if not isinstance(symbols, dict):
+            raise ValueError(f"{where}: symbols must be an object, got {type(symbols).__name__}")
+        return Call(tuple(ArgSpec.from_json(a, f"{where}: args[{i}]") for i, a in enumerate(data["args"])),
+                    dict(symbols))
 
 
 @dataclass(frozen=True)
@@ -69,7 +151,12 @@ class Schedule:
 
     @staticmethod
     def from_json(data: dict) -> "Schedule":
-        return Schedule(data.get("dynamic"), tuple(Call.from_json(c) for c in data["calls"]), dict(data.get("config") or {}))
+        if not isinstance(data, dict) or not isinstance(data["calls"], list):
+            raise ValueError("schedule must be an object with a list of calls")
+        if data.get("dynamic") not in (None, True, False):
+            raise ValueError(f"schedule: dynamic must be true, false or null, got {data['dynamic']!r:.40}")
+        calls = tuple(Call.from_json(c, f"schedule: call {i}") for i, c in enumerate(data["calls"]))
+        return Schedule(data.get("dynamic"), calls, _check_config(data.get("config") or {}))
 
 
 @dataclass(frozen=True)
@@ -83,6 +170,10 @@ class Case:
 
     @staticmethod
     def from_json(data: dict) -> "Case":
+        """The case ``to_json`` wrote; ValueError (naming the field) for anything the generator
+        would not write (``Program.from_json`` checks the program)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"case must be an object, got {type(data).__name__}")
         return Case(Program.from_json(data["program"]), Schedule.from_json(data["schedule"]), dict(data.get("origin", {})))
 
     @property
