@@ -75,12 +75,16 @@ class FindingStore:
                 raise
             return True
 
+    def _files(self) -> list[Path]:
+        # (a hidden folder is a finding a writer has not yet renamed into place)
+        return sorted(p for p in self.root.glob("*/finding.json") if not p.parent.name.startswith("."))
+
     def __iter__(self) -> Iterator[Finding]:
-        for path in sorted(self.root.glob("*/finding.json")):
+        for path in self._files():
             yield read_finding(path)
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.root.glob("*/finding.json"))
+        return len(self._files())
 
 
 def _sweep_temp_folders(root: Path) -> None:

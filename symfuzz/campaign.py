@@ -45,7 +45,7 @@ from typing import Optional
 from symfuzz.canary import canary_failure
 from symfuzz.corpus.atomic import DiskFullError, append_line, write_json, write_text
 from symfuzz.corpus.case_corpus import CaseCorpus
-from symfuzz.corpus.finding import Finding, environment
+from symfuzz.corpus.finding import Finding, environment, read_finding
 from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
 from symfuzz.corpus.store import FindingStore
 from symfuzz.health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
@@ -349,8 +349,8 @@ class Campaign:
         self.confirm_queue: queue.Queue = queue.Queue()
         self.runner = ScriptRunner()
         self.lock = threading.Lock()
-        # Per-signature bookkeeping for this run (a reused --out folder may
-        # hold findings from earlier runs: those are confirmed again).
+        # Per-signature bookkeeping for this run (with --resume, ``_resume`` fills it in
+        # from the folder: earlier findings count as confirmed).
         self.confirmed: set[str] = set()
         self.confirming: set[str] = set()
         self.tries: Counter = Counter()
@@ -391,17 +391,22 @@ class Campaign:
         self.indices = (i for i in shard_indices(self.config.shard, self.config.max_cases) if i not in done)
         self.next_index = next(self.indices, None)
         self.replay_queue = [c for c in self.replay_queue if c.name not in set(self.stats.replayed)]
-        self.confirmed = {p.parent.name for p in (self.out / "findings").glob("*/finding.json")}
+        self.confirmed = set(_stored_signatures(self.out / "findings"))
         if self.config.confirm:
             self._shelve_orphans()
-            self.resumed_unconfirmed = [f for f in self._readable(self.unconfirmed)]
-            self.summary["unconfirmed"] -= len(self.resumed_unconfirmed)
+            # Every readable unconfirmed candidate, and the later cases with its signature
+            # (its duplicates.jsonl), is confirmed again; unconfirmed/ keeps them until this run
+            # has decided them (a kill before then loses nothing). Counted anew when shelved.
+            self.resumed_unconfirmed = self._readable_with_twins(self.unconfirmed)
+            left = set(_stored_signatures(self.unconfirmed.root)) - {f.signature for f in self.resumed_unconfirmed}
+            self.summary["unconfirmed"] = len(left)
 
     def _shelve_orphans(self) -> None:
         """A run killed outright (SIGKILL, a lost machine) could not shelve the candidates it
         had queued for confirmation: candidates.jsonl has them, no store does. They go to
         unconfirmed/ now, to be confirmed with the rest."""
-        stored = {p.parent.name for p in self.out.glob("*/*/finding.json")}
+        stored = {sig for store in (self.findings, self.flaky, self.unconfirmed, self.suspect)
+                  for sig in _stored_signatures(store.root)}
         try:
             lines = (self.out / "candidates.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
@@ -411,20 +416,40 @@ class Campaign:
                 finding = Finding.from_json(json.loads(line))
             except (ValueError, TypeError, KeyError, AttributeError):
                 continue  # a line cut short by the kill
-            if finding.signature not in stored:
-                stored.add(finding.signature)
+            if finding.signature in stored:
+                continue
+            stored.add(finding.signature)
+            reason = self._suspect_reason(finding)  # (the kill may have come before candidate() judged it)
+            if reason:
+                finding.triage = {**finding.triage, "suspect": reason}
+                self.suspect.add(finding)
+                self.summary["suspect"] += 1
+            else:
                 self.unconfirmed.add(finding)
-                self.summary["unconfirmed"] += 1
 
     @staticmethod
-    def _readable(store: FindingStore) -> list[Finding]:
-        """The findings of a store that can be read (a corrupt one stays where it is, untouched)."""
+    def _readable_with_twins(store: FindingStore) -> list[Finding]:
+        """The findings of a store that can be read, each followed by the later cases with its
+        signature (duplicates.jsonl). One that cannot be read stays where it is, untouched."""
         found = []
-        for path in sorted(store.root.glob("*/finding.json")):
+        for sig in _stored_signatures(store.root):
+            folder = store.path(sig)
             try:
-                found.append(Finding.from_json(json.loads(path.read_text(encoding="utf-8"))))
-            except (OSError, ValueError, TypeError, KeyError, AttributeError):
+                finding = read_finding(folder / "finding.json")
+            except ValueError:
                 continue
+            found.append(finding)
+            try:
+                lines = (folder / "duplicates.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                lines = []
+            for line in lines:
+                try:
+                    twin = json.loads(line)
+                    found.append(Finding(case=twin["case"], verdict=Verdict.from_json(twin["verdict"]),
+                                         lane=finding.lane, triage=finding.triage))
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    continue  # a line cut short by a kill
         return found
 
     # ------------------------------------------------------------ candidates
@@ -432,9 +457,7 @@ class Campaign:
     def candidate(self, finding: Finding) -> None:
         """A failure seen in a worker: log it now, confirm it in a fresh process."""
         append_line(self.out / "candidates.jsonl", finding.to_json())
-        # Lanes lie below the oracles: they read a verdict as its JSON.
-        reason = (self.config.lane.suspect_reason(finding.verdict.to_json(), finding.case, finding.triage)
-                  or _slow_by_design(finding) or _explained_by_rounding(finding))
+        reason = self._suspect_reason(finding)
         if reason:
             finding.triage = {**finding.triage, "suspect": reason}
             with self.lock:
@@ -442,6 +465,12 @@ class Campaign:
                 self.summary["suspect"] += 1
             return
         self._to_confirm(finding)
+
+    def _suspect_reason(self, finding: Finding) -> Optional[str]:
+        """Why a candidate is a lane artefact or no bug at all (None: confirm it)."""
+        # Lanes lie below the oracles: they read a verdict as its JSON.
+        return (self.config.lane.suspect_reason(finding.verdict.to_json(), finding.case, finding.triage)
+                or _slow_by_design(finding) or _explained_by_rounding(finding))
 
     def _to_confirm(self, finding: Finding) -> None:
         """Queue a candidate for its fresh-process confirmation (or record it as a duplicate,
@@ -495,9 +524,6 @@ class Campaign:
                 self.disk_full = self.disk_full or exc
                 return
             self.in_confirmation = None
-            if any(f is finding for f in self.resumed_unconfirmed):
-                # an earlier run's unconfirmed candidate, now judged and stored where it belongs
-                shutil.rmtree(self.unconfirmed.path(finding.signature), ignore_errors=True)
 
     def record_confirmation(self, finding: Finding, outcome) -> None:
         sig = finding.signature
@@ -587,8 +613,9 @@ class Campaign:
             first, why = self.corpus.unreadable[0]
             self.progress.note(f"corpus: {self.stats.replay['unreadable']} stored file(s) are not cases and were "
                                f"skipped (left as they are), e.g. {first}: {why}")
+        for sig in sorted({f.signature for f in self.resumed_unconfirmed}):
+            self.progress.note(f"resuming: confirming {sig}, left unconfirmed by the earlier run")
         for finding in self.resumed_unconfirmed:
-            self.progress.note(f"resuming: confirming {finding.signature}, left unconfirmed by the earlier run")
             self._to_confirm(finding)
         workers = [self._new_worker(slot) for slot in range(cfg.jobs)]
         last_stats = 0.0
@@ -953,9 +980,14 @@ class Campaign:
             for twins in self.twins.values():
                 pending.extend(twins)
             self.twins.clear()
+        # The earlier run's candidates this run decided leave unconfirmed/; those still pending
+        # stay there as they are (the folder holds them), and new ones are added.
+        resumed = {id(f) for f in self.resumed_unconfirmed}
+        pending_sigs = {f.signature for f in pending if id(f) in resumed}
+        for sig in sorted({f.signature for f in self.resumed_unconfirmed} - pending_sigs):
+            shutil.rmtree(self.unconfirmed.path(sig), ignore_errors=True)
         for finding in pending:
-            resumed = any(f is finding for f in self.resumed_unconfirmed)
-            if not (resumed and finding.signature in self.unconfirmed):  # (still stored: not twice)
+            if id(finding) not in resumed:
                 self.unconfirmed.add(finding)
             self.summary["unconfirmed"] += 1
 
@@ -994,6 +1026,12 @@ def _death_cause(returncode: Optional[int]) -> str:
     if returncode is None:
         return "host lost"
     return signal.Signals(-returncode).name if returncode < 0 else f"exit {returncode}"
+
+
+def _stored_signatures(root: Path) -> list[str]:
+    """The signatures a store folder holds: its folders with a finding.json, less hidden ones
+    (a finding a killed writer left before renaming it into place)."""
+    return sorted(p.parent.name for p in Path(root).glob("*/finding.json") if not p.parent.name.startswith("."))
 
 
 def _explained_by_rounding(finding: Finding) -> Optional[str]:

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from symfuzz.corpus.finding import read_json_file
+
 STATE_FILE = "campaign-state.json"
 STATE_VERSION = 1
 
@@ -27,12 +29,14 @@ class OutFolderError(Exception):
 def identity(config, torch_version: Optional[str]) -> dict:
     """What fixes case i of a campaign: a resumed run must draw the same cases."""
     return {"seed": config.seed, "lane": config.lane.name, "shard": list(config.shard) if config.shard else None,
-            "gen_config": json.loads(json.dumps(config.gen_config, sort_keys=True)), "torch": torch_version}
+            "gen_config": json.loads(json.dumps(config.gen_config, sort_keys=True)), "torch": torch_version,
+            "confirm": config.confirm}
 
 
 # How each identity key is spelled on the command line, for the messages.
 _FLAGS = {"seed": "--seed", "lane": "--lane", "shard": "--shard",
-          "gen_config": "--ops/--max-ops/--translation-validation/--no-guard-planning", "torch": "torch"}
+          "gen_config": "--ops/--max-ops/--translation-validation/--no-guard-planning", "torch": "torch",
+          "confirm": "--no-confirm"}
 
 
 def check_out_folder(config, torch_version: Optional[str]) -> Optional[dict]:
@@ -42,7 +46,9 @@ def check_out_folder(config, torch_version: Optional[str]) -> Optional[dict]:
         raise OutFolderError(f"--out {out} exists and is not a folder; pick a folder")
     # The case corpus may live inside --out (--corpus OUT/corpus, restored from a CI cache).
     corpus = Path(config.corpus).resolve() if getattr(config, "corpus", None) else None
-    entries = sorted(p.name for p in out.iterdir() if p.resolve() != corpus) if out.is_dir() else []
+    # Hidden files (.gitkeep, .DS_Store) are not a run.
+    entries = sorted(p.name for p in out.iterdir() if p.resolve() != corpus and not p.name.startswith(".")) \
+        if out.is_dir() else []
     if not entries:
         return None
     if not config.resume:
@@ -77,17 +83,24 @@ def _read_state(out: Path) -> dict:
     if not path.is_file():
         raise OutFolderError(f"--resume: {out} holds no campaign state ({STATE_FILE} is missing: not a symfuzz fuzz "
                              f"folder, or one from an older symfuzz); pick an empty --out")
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    try:  # strictly: UTF-8, no duplicate keys, not too big (nothing in it is executed)
+        state = read_json_file(path, 64 * 1024 * 1024, "campaign state")
+    except ValueError as exc:
         raise OutFolderError(f"--resume: {path} cannot be read ({exc}); pick an empty --out") from None
     shapes = {"identity": dict, "wall_seconds": (int, float), "counts": dict, "seconds": dict, "ops": dict,
               "graphs_per_call": dict, "planned": dict, "indices": list, "replay": dict, "replayed": list,
               "summary": dict}
     bad = [key for key, kind in shapes.items() if not isinstance(state.get(key) if isinstance(state, dict) else None,
                                                                   kind)]
-    if not bad and not all(isinstance(i, int) for i in state["indices"]):
-        bad = ["indices"]
+    if not bad:
+        numbers = (int, float)
+        bad = [key for key, ok in (
+            ("indices", all(isinstance(i, int) and not isinstance(i, bool) for i in state["indices"])),
+            ("replayed", all(isinstance(n, str) for n in state["replayed"])),
+            *((key, all(isinstance(k, str) and isinstance(v, numbers) and not isinstance(v, bool)
+                        for k, v in state[key].items()))
+              for key in ("counts", "seconds", "ops", "graphs_per_call", "planned", "summary")),
+        ) if not ok]
     if bad or state.get("version") != STATE_VERSION:
         what = f"field(s) {', '.join(bad)} missing or of the wrong type" if bad else f"version {state.get('version')!r}"
         raise OutFolderError(f"--resume: {path} is not a state this symfuzz wrote ({what}); pick an empty --out")

@@ -150,8 +150,8 @@ def test_replaying_the_baseline_where_the_bugs_are_gone_reports_them_fixed(first
     (["fuzz", "--fail-on", "regression"], "needs --reference-python"),
     (["fuzz", "--reference-python", "/no/such/python"], "does not exist"),
     (["fuzz", "--reference-python", "no-such-python-here"], "not a file or a command"),
-    (["fuzz", "--shard", "3/2"], "between 1 and N"),
-    (["fuzz", "--fail-on", "everything"], "not a policy"),
+    (["fuzz", "--shard", "3/2"], "with 1 <= K <= N"),
+    (["fuzz", "--fail-on", "everything"], "must be one of regression, new, any"),
     (["accept", "/no/such/out"], "not a symfuzz output folder"),
     (["replay"], "--baseline"),
 ])

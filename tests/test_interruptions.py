@@ -155,10 +155,78 @@ def test_resume_after_a_kill_shelves_and_confirms_the_candidates_no_store_holds(
     assert again.write_stats(1.0)["findings"]["unconfirmed"] == 0  # queued now; counted again if shelved
 
 
+def _fixture_finding():
+    from symfuzz.corpus.finding import Finding
+
+    return Finding.from_json(json.loads((ROOT / "tests" / "fixtures" / "finding-v1-metadata-mismatch.json").read_text()))
+
+
+def test_resume_confirms_an_unconfirmed_candidate_with_its_twins_and_loses_neither(tmp_path):
+    from dataclasses import replace
+
+    from symfuzz.corpus.replay import ReplayOutcome as Outcome
+
+    out = tmp_path / "out"
+    first = Campaign(_config(out))
+    finding = _fixture_finding()
+    twin = replace(finding, case={**finding.case, "origin": {**finding.case["origin"], "index": 99}})
+    first.unconfirmed.add(finding)
+    first.unconfirmed.add(twin)  # a later case with that signature: unconfirmed/S/duplicates.jsonl
+    first.summary["unconfirmed"] = 2
+    first.write_stats(1.0)
+    sig = finding.signature
+
+    # Killed before shelving anything, twice over: the count is taken from the folder, never negative.
+    for _ in range(2):
+        again = Campaign(_config(out, resume=True))
+        assert [f.signature for f in again.resumed_unconfirmed] == [sig, sig]
+        assert again.write_stats(1.0)["findings"]["unconfirmed"] == 0  # both queued, not shelved
+
+    # Stopped with both still pending: the folder stays as it was; both are counted.
+    for f in again.resumed_unconfirmed:
+        again._to_confirm(f)
+    before = (out / "unconfirmed" / sig / "duplicates.jsonl").read_text()
+    again._shelve_unconfirmed()
+    assert again.summary["unconfirmed"] == 2
+    assert (out / "unconfirmed" / sig / "duplicates.jsonl").read_text() == before
+
+    # Decided (reproduced): the finding and its twin go to findings/, and unconfirmed/ lets go.
+    third = Campaign(_config(out, resume=True))
+    for f in third.resumed_unconfirmed:
+        third._to_confirm(f)
+    queued = third.confirm_queue.get_nowait()
+    third.record_confirmation(queued, Outcome("reproduced", 1, sig, 3.0, ""))
+    third._shelve_unconfirmed()
+    assert not (out / "unconfirmed" / sig).exists() and third.summary["unconfirmed"] == 0
+    assert len((out / "findings" / sig / "duplicates.jsonl").read_text().splitlines()) == 1
+
+
+def test_resume_ignores_hidden_folders_and_judges_orphans_before_confirming_them(tmp_path):
+    out = tmp_path / "out"
+    Campaign(_config(out)).write_stats(1.0)
+    hidden = out / "findings" / ".metadata-mismatch-dda589485d.ab12cd.tmp"  # a writer killed before its rename
+    hidden.mkdir(parents=True)
+    (hidden / "finding.json").write_text("{}")
+    candidate = json.loads((ROOT / "tests" / "fixtures" / "finding-v1-metadata-mismatch.json").read_text())
+    candidate["verdict"]["evidence"]["rounding"] = "discrete flip explained by rounding: element [0]"
+    (out / "candidates.jsonl").write_text(json.dumps(candidate) + "\n")
+    again = Campaign(_config(out, resume=True))
+    assert again.confirmed == set() and again.resumed_unconfirmed == []
+    kept = json.loads((out / "suspect" / candidate["signature"] / "finding.json").read_text())
+    assert kept["triage"]["suspect"].startswith("discrete flip explained by rounding")
+
+
+def test_hidden_files_do_not_make_an_out_folder_busy(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".gitkeep").write_text("")
+    assert check_out_folder(_config(tmp_path / "out"), "2") is None
+
+
 @pytest.mark.parametrize("change, message", [
     ({"seed": 1}, "--seed: 0 there, 1 now"),
     ({"shard": (1, 2)}, "--shard: None there"),
     ({"gen_config": {"max_ops": 3}}, "--ops/--max-ops"),
+    ({"confirm": False}, "--no-confirm: True there, False now"),
 ])
 def test_resume_refuses_a_campaign_that_draws_other_cases(tmp_path, change, message):
     out = tmp_path / "out"
@@ -172,6 +240,9 @@ def test_resume_refuses_a_campaign_that_draws_other_cases(tmp_path, change, mess
     ("{trunc", "cannot be read"),
     ('{"version": 1, "identity": {}}', "not a state this symfuzz wrote"),
     (b"\xff\xfe", "cannot be read"),
+    ('{"version": 1, "identity": {}, "wall_seconds": 1, "counts": {"x": "2"}, "seconds": {}, "ops": {}, '
+     '"graphs_per_call": {}, "planned": {}, "indices": [], "replay": {}, "replayed": [], "summary": {}}',
+     "field.s. counts"),
 ])
 def test_resume_refuses_a_folder_without_a_readable_state(tmp_path, content, message):
     out = tmp_path / "out"
