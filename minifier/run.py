@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from symfuzz.corpus.replay import hang_limit
 from symfuzz.corpus.store import load_findings
 from symfuzz.minifier.case_passes import CASE_PASSES
 from symfuzz.minifier.case_subject import CaseSubject
@@ -91,7 +92,11 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
                           "(OUT/findings/<signature>) or a failing script.py")
     folder, finding = findings[0]
     evidence = finding.verdict.evidence
-    timeout = options.query_timeout or (evidence.timeout_seconds if isinstance(evidence, Hung) else None) or 300.0
+    timeout = options.query_timeout or 300.0
+    if isinstance(evidence, Hung):
+        # A candidate reproduces the hang only past the longer limit a confirmation uses: under
+        # the case timeout alone, a program that is merely slow (a cold compile) would count.
+        timeout = hang_limit(evidence.timeout_seconds, options.query_timeout or 0.0)
     memory = evidence.limit_mb if isinstance(evidence, Died) and evidence.out_of_memory else None
     failure_id = finding_failure_id(finding)
     same = SameFailure(failure_id) if failure_id.startswith(("process-death:", "timeout")) else SameStoredSignature(failure_id)

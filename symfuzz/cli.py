@@ -400,7 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also run each reproduced finding under this Python: regression, pre-existing or unknown")
     replay.add_argument("--fail-on", type=fail_on_choice, default="new", metavar="{regression,new,any}",
                         help="which reproduced findings fail (default new: not in --baseline)")
-    replay.add_argument("--timeout", type=duration, default=600.0, help="per finding (default 10m)")
+    replay.add_argument("--timeout", type=duration, default=600.0,
+                        help="per finding (default 10m); a timeout finding gets at least twice its case timeout "
+                             "plus a minute, and then as long again for its calls in eager alone (hung or slow?)")
 
     accept = sub.add_parser("accept", help="record a run's confirmed findings as known, in a baseline file",
                             epilog=ACCEPT_EXIT_CODES, formatter_class=HelpFormatter)

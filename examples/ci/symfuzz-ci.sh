@@ -56,6 +56,9 @@ shard)
     [[ $# -eq 3 ]] || usage
     k=$2 n=$3
     shard_out="$OUT/shard-$k"
+    # A runner that keeps its workspace holds the last run here: this job is a new campaign
+    # (symfuzz refuses an --out holding another run), so clear it, the corpus aside.
+    if [[ -d "$shard_out" ]]; then find "$shard_out" -mindepth 1 -maxdepth 1 ! -name corpus -exec rm -rf {} +; fi
     mkdir -p "$shard_out/corpus"
     # Each shard appends to its own copy of the stored corpus; the merge step unites them.
     if [[ -d "$CORPUS" ]]; then cp -R "$CORPUS/." "$shard_out/corpus/"; fi
@@ -91,6 +94,7 @@ nightly)
         exit 2
     fi
     mkdir -p "$CORPUS"
+    rm -rf "$OUT/nightly"  # (a kept workspace holds the last night's run: tonight's is a new campaign)
     $SYMFUZZ fuzz --seed "$SEED" --budget "${SYMFUZZ_NIGHTLY_BUDGET:-60m}" --lane "$LANE" --jobs "$JOBS" \
         --corpus "$CORPUS" "${baseline_args[@]}" --reference-python "$SYMFUZZ_REFERENCE_PYTHON" \
         --fail-on regression --report --out "$OUT/nightly" "${EXTRA[@]}"
