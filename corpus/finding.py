@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import keyword
 import os
 import platform
 import re
@@ -38,6 +39,10 @@ MAX_FINDING_BYTES = 50 * 1024 * 1024
 # accepted (a letter or digit, then letters, digits, ".", "_", "-"), never ".." nor a separator.
 SIGNATURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 NOT_OURS = "this is not a finding symfuzz wrote (or it was edited); regenerate it or remove the folder"
+# What a lane's config and env may hold (``_check_lane``).
+LANE_FLAG = re.compile(r"[a-z][a-z0-9_]*")
+LANE_ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_", "PYTORCH_", "TRITON_")
+LANE_ENV = re.compile(rf"(?:{'|'.join(LANE_ENV_PREFIXES)})[A-Z0-9_]+")
 
 
 class FindingFormatError(ValueError):
@@ -104,6 +109,19 @@ def _check_lane(data: dict) -> None:
         _field(data, name, (str, type(None)), "a string or null", "lane.", required=False)
     for name in ("config", "env"):
         _field(data, name, (dict, type(None)), "an object", "lane.", required=False)
+    # The repro script writes ``inductor_config.<key> = <value>`` and sets the env before torch
+    # is imported: keys are flag names, values JSON scalars, and the env only torch's own.
+    for key, value in (data.get("config") or {}).items():
+        if not LANE_FLAG.fullmatch(key) or keyword.iskeyword(key):
+            raise _problem(f"field 'lane.config' has the key {key!r:.60}, which is not a flag name (a lowercase identifier)")
+        if not (value is None or isinstance(value, (bool, int, float, str))):
+            raise _problem(f"field 'lane.config.{key}' must be a number, a string, true/false or null, got {kind_of(value)}")
+    for key, value in (data.get("env") or {}).items():
+        if not LANE_ENV.fullmatch(key):
+            raise _problem(f"field 'lane.env' has the variable {key!r:.60}; a lane sets only torch's and triton's "
+                           f"({', '.join(p + '*' for p in LANE_ENV_PREFIXES)})")
+        if not isinstance(value, str) or "\x00" in value:
+            raise _problem(f"field 'lane.env.{key}' must be a string, got {kind_of(value)}")
 
 
 def _check_evidence(evidence) -> None:

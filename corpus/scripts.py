@@ -36,6 +36,7 @@ import functools
 import importlib.util
 import inspect
 import json
+import keyword
 import sys
 import threading
 from pathlib import Path
@@ -66,8 +67,7 @@ def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defa
     of ``imports``, the names a program may use (``fuzz.ir.PRELUDE``: math,
     torch, F), and the other lines of ``imports`` (e.g. the module that
     registers an op)."""
-    doc = title.strip() + ("\n\n" + about.strip("\n") if about.strip() else "")
-    doc = doc.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    doc = _docstring_text(title.strip() + ("\n\n" + about.strip("\n") if about.strip() else ""))
     lines = ["#!/usr/bin/env python", f'"""{doc}\n"""']
     if env or env_defaults:
         lines += ["import os", "", "# The environment; it must be set before torch is imported."]
@@ -79,6 +79,22 @@ def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defa
     lines += ["import json", "import sys", *sorted(stdlib), "", PROGRAM_GLOBALS.rstrip()]
     lines += [i for i in imports if i not in stdlib]
     return "\n".join(lines) + "\n"
+
+
+def _docstring_text(text: str) -> str:
+    """``text`` as the inside of a ``\"\"\"`` docstring that holds exactly it: backslashes and
+    triple quotes escaped (a finding's fields cannot end the docstring), and characters that are not
+    printable (a NUL, a carriage return, a lone surrogate) written as escapes."""
+    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return "".join(c if c.isprintable() or c in "\n\t" else ascii(c)[1:-1] for c in text)
+
+
+def _attribute(name) -> str:
+    """``name`` for ``module.<name> = ...``: a config flag's name, never code."""
+    if not (isinstance(name, str) and name.isidentifier() and name.isascii() and not keyword.iskeyword(name)
+            and not name.startswith("_")):
+        raise ValueError(f"{name!r:.60} is not a config flag's name")
+    return name
 
 
 # ---------------------------------------------------------------- inlined source
@@ -504,7 +520,7 @@ def render_repro(finding) -> str:
         config_lines.append("    import torch._inductor.config as inductor_config")
         for key, value in sorted(lane["config"].items()):
             config_lines.append(f"    if hasattr(inductor_config, {key!r}):")
-            config_lines.append(f"        inductor_config.{key} = {value!r}")
+            config_lines.append(f"        inductor_config.{_attribute(key)} = {value!r}")
     mode = f", mode={lane['mode']!r}" if lane.get("mode") else ""
     make_compiled = f"torch.compile(fn, backend={lane['backend']!r}, dynamic={case.schedule.dynamic!r}{mode})"
     # The fresh recheck of a failing reused call compiles with dynamic=True: the
@@ -562,7 +578,8 @@ _MARK_FUNCTIONS = {"dynamic": "torch._dynamo.mark_dynamic", "maybe_dynamic": "to
 
 def _input_expr(arg) -> str:
     layout = arg.layout or {}
-    expr = f"make_input({tuple(arg.shape)!r}, torch.{arg.dtype}, {arg.seed}"
+    # ints and a dtype's name only (Case.from_json checks them): nothing from a file is pasted as code
+    expr = f"make_input({tuple(int(n) for n in arg.shape)!r}, torch.{_attribute(arg.dtype)}, {int(arg.seed)}"
     if layout.get("kind", "contiguous") != "contiguous":
         expr += f", {layout!r}"
     return expr + ")"
@@ -573,10 +590,10 @@ def _mark_lines(call) -> list[str]:
     for a, arg in enumerate(call.args):
         for d, mark in sorted(arg.marks.items()):
             kind = mark.get("mark", "auto")
-            bounds = "".join(f", {k}={mark[k]}" for k in ("min", "max") if mark.get(k) is not None)
+            bounds = "".join(f", {k}={int(mark[k])}" for k in ("min", "max") if mark.get(k) is not None)
             fn = _MARK_FUNCTIONS.get(kind)
             if fn is not None:
-                lines.append(f"{fn}(args[{a}], {d}{bounds if kind in ('dynamic', 'unbacked') else ''})")
+                lines.append(f"{fn}(args[{a}], {int(d)}{bounds if kind in ('dynamic', 'unbacked') else ''})")
     return lines
 
 
@@ -603,11 +620,11 @@ def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str
     config = []
     if lane.get("config"):
         config.append("import torch._inductor.config")
-    config += [f"torch._inductor.config.{k} = {v!r}" for k, v in sorted((lane.get("config") or {}).items())]
-    config += [f"torch._dynamo.config.{k} = {v!r}" for k, v in sorted(schedule.config.get("dynamo", {}).items())]
+    config += [f"torch._inductor.config.{_attribute(k)} = {v!r}" for k, v in sorted((lane.get("config") or {}).items())]
+    config += [f"torch._dynamo.config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config.get("dynamo", {}).items())]
     if schedule.config.get("fx"):
         config.append("import torch.fx.experimental._config")
-        config += [f"torch.fx.experimental._config.{k} = {v!r}" for k, v in sorted(schedule.config["fx"].items())]
+        config += [f"torch.fx.experimental._config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config["fx"].items())]
     out = [*config, "", case.source.rstrip(), "", ""]
     out.append("def main():")
     out.append(f"    compiled = torch.compile(fn, {compile_args})")

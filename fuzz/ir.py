@@ -197,8 +197,6 @@ class Program:
         """The program ``to_json`` wrote. It is checked (``check_program``): a program read
         from a file is rendered into scripts that run, so anything but what the generator
         writes raises ValueError naming the field."""
-        if not isinstance(data, dict):
-            raise ValueError(f"program must be an object, got {type(data).__name__}")
         version = data.get("ir_version", IR_VERSION)
         if not isinstance(version, int) or isinstance(version, bool):
             raise ValueError(f"program: ir_version must be a whole number, got {version!r:.40}")
@@ -400,37 +398,47 @@ def _where(node: Node, index: int) -> str:
 
 def _syntax_problem(tree: ast.AST, known: set) -> Optional[str]:
     """What in ``tree`` a generated program never writes (None: nothing), given the
-    names ``known`` that the program binds."""
+    names ``known`` that the program binds. Of several, a dunder is told first, then
+    syntax, then a name, then the rest; the first in the text among equals."""
+    found = []
     for node in ast.walk(tree):
-        if not isinstance(node, _SYNTAX):
-            return f"{type(node).__name__.lower()} syntax"
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Store):
-                if _name_problem(node.id):
-                    return f"the name {node.id!r:.60} as a target"
-            elif node.id not in known and node.id not in MODULES and node.id not in BUILTINS:
-                return f"{node.id!r:.60}"
-        elif isinstance(node, ast.Attribute) and node.attr not in ATTRIBUTES:
-            return f"the attribute {node.attr!r:.60}"
-        elif isinstance(node, ast.Constant) and not isinstance(node.value, _CONSTANTS):
-            return f"a {type(node.value).__name__} constant"
-        elif isinstance(node, ast.keyword) and (node.arg is None or node.arg.startswith("_")):
-            return "keyword unpacking" if node.arg is None else f"the keyword {node.arg!r:.60}"
-        elif isinstance(node, ast.arguments):
-            plain = not (node.posonlyargs or node.vararg or node.kwonlyargs or node.kwarg or node.defaults
-                         or node.kw_defaults)
-            if not plain or any(a.annotation is not None or _name_problem(a.arg) for a in node.args):
-                return "parameters other than plain names"
-        elif isinstance(node, ast.FunctionDef):
-            if (node.decorator_list or node.returns is not None or getattr(node, "type_params", None)
-                    or _name_problem(node.name)):
-                return f"the function {node.name!r:.60}"
-            if len(node.body) != 1 or not isinstance(node.body[0], ast.Return) or node.body[0].value is None:
-                return f"a function {node.name!r:.60} that is not one return statement"
-        elif isinstance(node, ast.Assign) and not all(isinstance(t, (ast.Name, ast.Subscript)) for t in node.targets):
-            return "an assignment to something other than a name or an item"
-        elif isinstance(node, ast.AugAssign) and not isinstance(node.target, (ast.Name, ast.Subscript)):
-            return "an augmented assignment to something other than a name or an item"
+        problem = _node_problem(node, known)
+        if problem:
+            rank = 0 if "'__" in problem else 1 if problem.endswith("syntax") else 2 if problem.startswith("'") else 3
+            found.append((rank, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), problem))
+    return min(found)[3] if found else None
+
+
+def _node_problem(node: ast.AST, known: set) -> Optional[str]:
+    if not isinstance(node, _SYNTAX):
+        return f"{type(node).__name__.lower()} syntax"
+    if isinstance(node, ast.Name):
+        if isinstance(node.ctx, ast.Store):
+            if _name_problem(node.id):
+                return f"the name {node.id!r:.60} as a target"
+        elif node.id not in known and node.id not in MODULES and node.id not in BUILTINS:
+            return f"{node.id!r:.60}"
+    elif isinstance(node, ast.Attribute) and node.attr not in ATTRIBUTES:
+        return f"the attribute {node.attr!r:.60}"
+    elif isinstance(node, ast.Constant) and not isinstance(node.value, _CONSTANTS):
+        return f"a {type(node.value).__name__} constant"
+    elif isinstance(node, ast.keyword) and (node.arg is None or node.arg.startswith("_")):
+        return "keyword unpacking" if node.arg is None else f"the keyword {node.arg!r:.60}"
+    elif isinstance(node, ast.arguments):
+        plain = not (node.posonlyargs or node.vararg or node.kwonlyargs or node.kwarg or node.defaults
+                     or node.kw_defaults)
+        if not plain or any(a.annotation is not None or _name_problem(a.arg) for a in node.args):
+            return "parameters other than plain names"
+    elif isinstance(node, ast.FunctionDef):
+        if (node.decorator_list or node.returns is not None or getattr(node, "type_params", None)
+                or _name_problem(node.name)):
+            return f"the function {node.name!r:.60}"
+        if len(node.body) != 1 or not isinstance(node.body[0], ast.Return) or node.body[0].value is None:
+            return f"a function {node.name!r:.60} that is not one return statement"
+    elif isinstance(node, ast.Assign) and not all(isinstance(t, (ast.Name, ast.Subscript)) for t in node.targets):
+        return "an assignment to something other than a name or an item"
+    elif isinstance(node, ast.AugAssign) and not isinstance(node.target, (ast.Name, ast.Subscript)):
+        return "an augmented assignment to something other than a name or an item"
     return None
 
 
@@ -513,12 +521,21 @@ def _plain_param(value, depth: int = 0) -> bool:
     return value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and "\x00" not in value)
 
 
-def _culprit_param(node, what: str) -> str:
-    """The param whose text holds ``what`` (a quoted name), for messages."""
-    token = what.strip("'")
-    for key, value in node.params.items():
-        if token in str(value):
-            return f"param {key!r}"
+def _culprit_param(node, known: set, what: str) -> str:
+    """Which param of an op node makes its source use ``what``, for messages."""
+    quoted = re.search(r"'([^']+)'", what)
+    if quoted:
+        for key, value in node.params.items():
+            if quoted.group(1) in str(value):
+                return f"param {key!r}"
+    for key, value in node.params.items():  # the param whose text, made harmless, makes it go away
+        if isinstance(value, str):
+            try:
+                tree = _parse("\n".join(render_node(dataclasses.replace(node, params={**node.params, key: "0"}))))
+            except (KeyError, IndexError, ValueError, AttributeError, TypeError):
+                continue
+            if tree is not None and _syntax_problem(tree, known) != what:
+                return f"param {key!r}"
     return "params"
 
 
@@ -561,7 +578,7 @@ def check_program(program: Program) -> None:
                 raise _problem(f"{where}: {name} {text!r:.80} uses {_never(what)}")
         what = _syntax_problem(tree, known)
         if what:
-            part = f"{_culprit_param(node, what)} of op {node.op!r}" if isinstance(node, (OpNode, EffectNode)) else "it"
+            part = f"{_culprit_param(node, known, what)} of op {node.op!r}" if isinstance(node, (OpNode, EffectNode)) else "it"
             raise _problem(f"{where}: {part} renders to code that uses {_never(what)}")
     # The whole source, as scripts hold it: one ``def fn`` of the inputs, the statements, a return.
     source = program.render()
