@@ -536,18 +536,44 @@ _POINTWISE = {
     "cosh", "fmod", "remainder", "floor_divide", "lerp", "addcmul", "addcdiv", "nan_to_num", "mish", "hardswish",
     "hardsigmoid", "logit", "xlogy", "copysign", "hypot", "atan2", "positive", "clamp_min", "clamp_max", "int",
     "long", "bool", "short", "char", "byte", "floor", "ceil", "trunc", "round", "sign", "sgn",
+    # Python's operators, as torch names them to a TorchFunctionMode (``2 / x`` is __rdiv__, ``x += y`` __iadd__).
+    # One literal, no ``|=`` after it: scripts paste this assignment alone (corpus/scripts.py Helpers.pieces).
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__mul__", "__rmul__", "__imul__",
+    "__truediv__", "__rtruediv__", "__itruediv__", "__div__", "__rdiv__", "__idiv__", "__floordiv__",
+    "__rfloordiv__", "__ifloordiv__", "__mod__", "__rmod__", "__imod__", "__pow__", "__rpow__", "__ipow__",
+    "__neg__", "__pos__", "__abs__", "__invert__", "__and__", "__rand__", "__iand__", "__or__", "__ror__", "__ior__",
+    "__xor__", "__rxor__", "__ixor__", "__lshift__", "__rlshift__", "__ilshift__", "__rshift__", "__rrshift__",
+    "__irshift__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__",
 }
-_POINTWISE |= {f"__{n}__" for n in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "neg",
-                                    "abs", "pow", "rpow", "and", "rand", "or", "ror", "xor", "rxor", "invert",
-                                    "floordiv", "rfloordiv", "mod", "rmod", "lt", "le", "gt", "ge", "eq", "ne")}
-# Reductions over ``dim``: an output element is tainted where its slice is.
+# Reductions over ``dim``: an output element depends on its slice.
 _REDUCTIONS = {"sum", "mean", "prod", "amax", "amin", "nansum", "nanmean", "logsumexp", "norm", "std", "var",
-               "count_nonzero", "max", "min", "argmax", "argmin", "all", "any", "median", "mode", "kthvalue"}
-# Ops along ``dim`` keeping the shape: an element is tainted where its slice is.
-_SCANS = {"cumsum", "cumprod", "cummax", "cummin", "softmax", "log_softmax", "sort", "argsort", "logcumsumexp"}
+               "count_nonzero", "max", "min", "argmax", "argmin", "all", "any", "median", "nanmedian", "mode",
+               "kthvalue"}
+# Ops along ``dim`` keeping the shape (topk: k of it): an element depends on its slice.
+_SCANS = {"cumsum", "cumprod", "cummax", "cummin", "softmax", "log_softmax", "sort", "argsort", "logcumsumexp",
+          "topk"}
+# Reductions and scans that pick elements of their slice (or their indices) rather than mix them:
+# what they give stays as near its input as the elements they pick.
+_SELECTIONS = {"amax", "amin", "max", "min", "argmax", "argmin", "all", "any", "median", "nanmedian", "mode",
+               "kthvalue", "cummax", "cummin", "sort", "argsort", "topk"}
+# Reductions that count or add integers (a mask's count): a flip of one element moves them by its step.
+_COUNTS = {"sum", "nansum", "count_nonzero", "cumsum"}
+_INDEX_OUTPUTS = {"argmax", "argmin", "argsort"}  # their only output is indices; (values, indices) pairs: the second
 _COMPARISONS = {"gt", "lt", "ge", "le", "eq", "ne", "greater", "less", "greater_equal", "less_equal", "not_equal",
                 "__gt__", "__lt__", "__ge__", "__le__", "__eq__", "__ne__"}
 _ROUNDINGS = {"int", "long", "short", "char", "byte", "bool", "to", "floor", "ceil", "trunc", "round", "sign", "sgn"}
+# Integer ops through which a flipped element's step is known: casts and signs keep it, sums add them.
+_KEEP_STEP = {"to", "int", "long", "short", "char", "byte", "type_as", "neg", "__neg__", "abs", "__abs__",
+              "positive", "__pos__"}
+# Ops that hand a tensor's values to Python (a branch, a threshold): the shadow loses them there.
+_TO_PYTHON = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__complex__", "numpy", "__array__",
+              "__format__", "__repr__", "__str__", "equal", "allclose", "is_nonzero", "__iter__"}
+_ADD_STEPS = {"add", "sub", "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__"}
+_MUL_STEPS = {"mul", "__mul__", "__rmul__", "__imul__"}
+
+
+class _Unfollowable(Exception):
+    """An op the shadow cannot follow while one of its inputs is tainted: nothing is explained."""
 
 
 def _op_name(func):
@@ -567,39 +593,56 @@ def _tensors(tree):
     return []
 
 
-def _reduce_any(mask, dim, keepdim, shape):
-    """``mask`` reduced with any() over ``dim`` (None: all dims), shaped as an output of ``shape``."""
+def _reduce(values, dim, keepdim, shape, how="any"):
+    """``values`` reduced over ``dim`` (None: all dims) with any(), sum() or amax() (``how``),
+    shaped as an output of ``shape``."""
+    if values.numel() == 0:
+        return torch.zeros(shape, dtype=values.dtype)
     if dim is None:
-        return mask.any().expand(shape).clone()
-    dims = sorted({d % max(mask.dim(), 1) for d in ([dim] if isinstance(dim, int) else dim)}, reverse=True)
+        return getattr(values, how)().expand(shape).clone()
+    dims = sorted({d % max(values.dim(), 1) for d in ([dim] if isinstance(dim, int) else dim)}, reverse=True)
     for d in dims:
-        mask = mask.any(d, keepdim=True)
+        values = values.any(d, keepdim=True) if how == "any" else getattr(values, how)(d, keepdim=True)
     if not keepdim:
         for d in dims:
-            mask = mask.squeeze(d)
-    return mask.reshape(shape).clone()
+            values = values.squeeze(d)
+    return values.reshape(shape).clone()
+
+
+def _reduce_any(mask, dim, keepdim, shape):
+    """``mask`` reduced with any() over ``dim`` (None: all dims), shaped as an output of ``shape``."""
+    return _reduce(mask, dim, keepdim, shape, "any")
 
 
 def _dim_args(name, args, kwargs, position=1):
+    if name in ("topk", "kthvalue"):
+        position = 2
     dim = kwargs.get("dim", args[position] if len(args) > position else None)
-    keepdim = kwargs.get("keepdim", args[position + 1] if len(args) > position + 1 else False)
-    if name in ("sort", "argsort", "softmax", "log_softmax") and dim is None:
+    keepdim = kwargs.get("keepdim", args[position + 1] if len(args) > position + 1 and name != "topk" else False)
+    if name in ("sort", "argsort", "softmax", "log_softmax", "topk", "kthvalue", "mode") and dim is None:
         dim = -1
-    if isinstance(dim, torch.Tensor) or not (dim is None or isinstance(dim, (int, list, tuple))):
+    if isinstance(dim, (torch.Tensor, bool)) or not (dim is None or isinstance(dim, (int, list, tuple))):
         raise TypeError(f"{name}: cannot read dim {dim!r}")
     return dim, bool(keepdim)
 
 
 class _Entry:
-    """One tensor of a shadowed run: itself, its float64 shadow, the elements a
-    decision near its threshold could change (``taint``, or None), why, and the
-    lowest precision it was rounded in (None: its value is exact)."""
+    """One tensor of a shadowed run: itself, its float64 shadow, the elements an
+    ambiguous decision could change (``taint``, or None), the elements that depend
+    on one in a way the shadow cannot bound (``poison``, or None: never explained),
+    how far an integer element may move where tainted (``step``; None: 1 for a
+    bool, unbounded otherwise), why, and the lowest precision it was rounded in
+    (None: its value is exact)."""
 
-    __slots__ = ("tensor", "shadow", "taint", "why", "chain", "margin", "tol", "label")
+    __slots__ = ("tensor", "shadow", "taint", "poison", "step", "why", "chain", "margin", "tol", "label")
 
     def __init__(self, tensor, shadow, taint=None, why=None, chain=None):
         self.tensor, self.shadow, self.taint, self.why, self.chain = tensor, shadow, taint, why, chain
+        self.poison = self.step = None
         self.margin = self.tol = self.label = None  # set by a decision: per element, and what it was
+
+    def marked(self):
+        return self.taint is not None or self.poison is not None
 
     def tolerance(self):
         """How far each element may lie from its exact value: the tolerance of the
@@ -619,9 +662,13 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
     Each op runs twice, on the tensors and on their shadows; a decision
     (comparison, all/any, argmax/argmin, max/min indices, sort/topk indices,
     rounding to integers) whose float64 operands lie within rounding of its
-    threshold taints the elements it decides, and later ops carry the taint
-    to what depends on those elements. Anything it cannot follow sets
-    ``broken``: then nothing is explained.
+    threshold taints the elements it decides. Later ops carry the taint only
+    where they keep it local: elementwise and structural ops, selections
+    (max, sort, all ...), and counts of integers (with how far a count may
+    move). An op that mixes a tainted float into others (a sum, a softmax)
+    poisons what it gives: a flip there is never explained. An op it cannot
+    follow while an input is tainted (matmul, linear ...) sets ``broken``:
+    then nothing is explained.
     """
 
     def __init__(self):
@@ -658,11 +705,19 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
         except Exception as exc:  # noqa: BLE001 - an argument the shadow cannot follow
             self.broken = f"{name}: {exc}"
             return func(*args, **kwargs)
+        raw = getattr(func, "__name__", "") or ""
+        writes = name == "__setitem__" or raw.startswith("__i") or (raw.endswith("_") and not raw.endswith("__"))
+        if "out" in kwargs or (writes and args and isinstance(args[0], torch.Tensor) and self._aliased(args[0])):
+            # the marks and shadows of its other views would go stale: follow no further
+            self.broken = f"{name}: writes a tensor that shares its storage with another"
+            return func(*args, **kwargs)
         out = func(*args, **kwargs)
         outs = _tensors(out) if isinstance(out, (torch.Tensor, list, tuple)) else []
         if name == "__setitem__":
             outs = [args[0]]
         if not outs:
+            if name in _TO_PYTHON and any(e.marked() for e in inputs):
+                self.broken = f"{name}: a tainted value leaves for Python"  # where it goes, the shadow cannot follow
             return out
         try:
             previous = torch.get_default_dtype()
@@ -692,17 +747,30 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
         if name not in _EXACT or narrows:
             chains += floating_in + [t.dtype for t in outs if t.dtype.is_floating_point]
         chain = min(chains, key=lambda d: _PRECISION.get(d, 3)) if chains else None
-        tainted = [e for e in inputs if e.taint is not None]
-        why = next((e.why for e in tainted), None)
-        taints = self._propagate(func, name, args, kwargs, inputs, outs) if tainted else [None] * len(outs)
+        marked = [e for e in inputs if e.marked()]
+        why = next((e.why for e in marked if e.why), None)
+        if not marked:
+            marks = [(None, None, None)] * len(outs)
+        elif name in _STRUCTURAL or name in _POINTWISE or name in _COMPARISONS or name in _REDUCTIONS \
+                or name in _SCANS or name == "__setitem__":
+            marks = self._propagate(func, name, args, kwargs, inputs, outs)
+        else:
+            raise _Unfollowable(f"{name} of a tainted tensor")
         decided = self._decide(name, args, kwargs, inputs, outs)
         for i, (t, s) in enumerate(zip(outs, s_outs)):
-            e = _Entry(t, s, taints[i], why, chain)
+            e = _Entry(t, s, marks[i][0], why, chain)
+            e.poison, e.step = marks[i][1], marks[i][2]
             d = decided[i] if decided else None
             if d is not None:
-                amb, margin, tol, label = d
+                amb, margin, tol, label = d[:4]
                 if name in ("all", "any"):
-                    e.taint, e.why = None, None  # the decision says exactly what the slice's taint can change
+                    # the decision says exactly what the slice's taint can change, and where poison may
+                    e.taint, e.why, e.poison = None, None, d[4] if len(d) > 4 else e.poison
+                if e.poison is not None:
+                    amb = amb & ~e.poison  # a poisoned operand's tolerance says nothing
+                if bool(amb.any()) and name in _ROUNDINGS and not t.dtype.is_floating_point and t.dtype != torch.bool:
+                    before = e.taint if e.taint is not None else torch.zeros(t.shape, dtype=torch.bool)
+                    e.step = torch.where(amb & ~before, torch.ones((), dtype=torch.float64), self._steps_of(e))
                 if bool(amb.any()) and margin is None:
                     e.why = label
                     e.taint = amb if e.taint is None else (e.taint | amb)
@@ -713,65 +781,167 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
                     e.why = f"{label} at its element {flat} (flat), margin {m:.3g} <= tol {tl:.3g}" + (
                         f"; upstream, {e.why}" if e.why else "")
                     e.taint = amb if e.taint is None else (e.taint | amb)
+            if e.taint is not None and not bool(e.taint.any()):
+                e.taint = None
+            if e.poison is not None and not bool(e.poison.any()):
+                e.poison = None
             self.entries[id(t)] = e
 
     def _propagate(self, func, name, args, kwargs, inputs, outs):
-        """Each output's taint from its inputs' taints (None: untainted)."""
-        full = [torch.ones(t.shape, dtype=torch.bool) for t in outs]
+        """Per output: (taint, poison, step) from its inputs' (each None when clear).
+        Raises _Unfollowable for a form these rules do not know."""
         try:
-            if name == "__setitem__":
-                target, index, value = args[0], args[1], args[2]
-                if any(self.entry(t).taint is not None for t in _tensors(index)):
-                    return full
-                taint = self._taint_of(target).clone()
-                taint[index] = self._taint_of(value) if isinstance(value, torch.Tensor) else False
-                return [taint]
-            if name in _STRUCTURAL:
-                data = args[0] if args else None
-                rest_tainted = any(self.entry(t).taint is not None for t in _tensors((args[1:], kwargs)))
-                if rest_tainted or data is None:
-                    return full
-                t_data = [self._taint_of(t) for t in data] if isinstance(data, (list, tuple)) else self._taint_of(data)
-                t_out = _tensors(func(t_data, *args[1:], **kwargs))
-                if len(t_out) == len(outs) and all(a.shape == b.shape for a, b in zip(t_out, outs)):
-                    return [t.clone() for t in t_out]
-                return full
-            if name in _REDUCTIONS or name in _SCANS:
-                data = args[0] if args else kwargs.get("input")
-                if not isinstance(data, torch.Tensor):
-                    return full
-                others = [t for t in _tensors((args[1:], kwargs))]
-                if any(self.entry(t).taint is not None for t in others):
-                    return full
-                dim, keepdim = _dim_args(name, args, kwargs)
-                taint = self._taint_of(data)
-                if name in _SCANS:
-                    if dim is None:
-                        return [torch.full(t.shape, bool(taint.any())) for t in outs]
-                    return [taint.any(dim, keepdim=True).expand(t.shape).clone() for t in outs]
-                return [_reduce_any(taint, dim, keepdim, t.shape) for t in outs]
-            if name in _POINTWISE or name in _COMPARISONS:
-                result = []
-                for t in outs:
-                    acc = torch.zeros(t.shape, dtype=torch.bool)
-                    for e in inputs:
-                        if e.taint is not None:
-                            acc = acc | e.taint.expand(torch.broadcast_shapes(e.taint.shape, t.shape))
-                    result.append(acc.clone())
-                return result
-        except Exception:  # noqa: BLE001 - a form the rules above do not know: anything may depend on it
-            return full
-        return full
+            return self._propagate_known(func, name, args, kwargs, inputs, outs)
+        except _Unfollowable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a form the rules below do not know
+            raise _Unfollowable(f"{name}: {type(exc).__name__}: {exc}") from exc
+
+    def _propagate_known(self, func, name, args, kwargs, inputs, outs):
+        getters = (self._taint_of, self._poison_of, self._steps_of)
+        if name == "__setitem__":
+            target, index, value = args[0], args[1], args[2]
+            if any(self.entry(t).marked() for t in _tensors(index)):
+                raise _Unfollowable("__setitem__ at a tainted index")
+            result = []
+            for get, clear in zip(getters, (False, False, 0.0)):
+                mark = get(target).clone()
+                mark[index] = get(value) if isinstance(value, torch.Tensor) else clear
+                result.append(mark)
+            return [tuple(result)]
+        if name in _STRUCTURAL:
+            data = args[0] if args else None
+            if data is None or any(self.entry(t).marked() for t in _tensors((args[1:], kwargs))):
+                raise _Unfollowable(f"{name} with a tainted argument")
+            result = []
+            for get in getters:
+                marks = [get(t) for t in data] if isinstance(data, (list, tuple)) else get(data)
+                moved = _tensors(func(marks, *args[1:], **kwargs))
+                if len(moved) != len(outs) or any(a.shape != b.shape for a, b in zip(moved, outs)):
+                    raise _Unfollowable(f"{name} moved the marks elsewhere")
+                result.append([m.clone() for m in moved])
+            return list(zip(*result))
+        binary = name in ("max", "min") and len(args) > 1 and isinstance(args[1], torch.Tensor)  # as maximum
+        if (name in _SELECTIONS or name in _COUNTS) and not binary:
+            return self._propagate_reduction(name, args, kwargs, outs)
+        if (name in _REDUCTIONS or name in _SCANS) and not binary:  # a tainted element mixed into others: poison all
+            return [(torch.zeros(t.shape, dtype=torch.bool), torch.ones(t.shape, dtype=torch.bool), None) for t in outs]
+        # Elementwise (comparisons included): each output element from the (broadcast) input elements.
+        result = []
+        for t in outs:
+            taint = torch.zeros(t.shape, dtype=torch.bool)
+            poison = torch.zeros(t.shape, dtype=torch.bool)
+            for e in inputs:
+                if not e.marked():
+                    continue
+                shape = torch.broadcast_shapes(e.tensor.shape, t.shape)
+                mark = self._taint_of(e.tensor)
+                if name in _COMPARISONS:  # an operand that moves by a known step: the decision's tolerance holds it
+                    mark = mark & torch.isinf(self._steps_of(e.tensor))
+                taint = taint | mark.expand(shape)
+                poison = poison | self._poison_of(e.tensor).expand(shape)
+            result.append((taint.clone(), poison.clone(), self._pointwise_step(name, args, kwargs, t)))
+        return result
+
+    def _propagate_reduction(self, name, args, kwargs, outs):
+        data = args[0] if args else kwargs.get("input")
+        if not isinstance(data, torch.Tensor):
+            raise _Unfollowable(f"{name} of no tensor")
+        if any(self.entry(t).marked() for t in _tensors((args[1:], kwargs))):
+            raise _Unfollowable(f"{name} with a tainted argument")
+        dim, keepdim = _dim_args(name, args, kwargs)
+        taint, poison, step = self._taint_of(data), self._poison_of(data), self._steps_of(data)
+        moved = torch.where(taint, step, torch.zeros_like(step))
+
+        def over(values, t, how="any"):
+            if name in _SCANS:
+                d = -1 if dim is None else dim
+                whole = values.any(d, keepdim=True) if how == "any" else getattr(values, how)(d, keepdim=True)
+                return whole.expand(t.shape).clone() if whole.dim() == t.dim() else _reduce(values, None, False,
+                                                                                              t.shape, how)
+            return _reduce(values, dim, keepdim, t.shape, how)
+
+        result = []
+        for i, t in enumerate(outs):
+            reach, p = over(taint, t), over(poison, t)
+            is_index = name in _INDEX_OUTPUTS or (name in _SELECTIONS and len(outs) == 2 and i == 1)
+            if name in _SELECTIONS:
+                # a picked element, or its index: as local as the elements it picks from
+                result.append((reach, p, None if is_index or t.dtype == torch.bool else over(moved, t, "amax")))
+            elif not data.dtype.is_floating_point and not t.dtype.is_floating_point and not data.dtype.is_complex:
+                total = over(moved, t, "sum")  # a count: each flipped element moves it by its step at most
+                result.append((reach, p | (reach & torch.isinf(total)), total))
+            else:  # floats added up: how far a flip moves them is not known
+                result.append((torch.zeros(t.shape, dtype=torch.bool), p | reach, None))
+        return result
+
+    def _pointwise_step(self, name, args, kwargs, out):
+        """How far each element of an integer elementwise result may move (None: unbounded or a bool)."""
+        if out.dtype == torch.bool or out.dtype.is_floating_point or out.dtype.is_complex:
+            return None
+
+        def step(value):
+            if isinstance(value, torch.Tensor):
+                e = self.entry(value)
+                return torch.where(self._taint_of(value), self._steps_of(value), 0.0) if e.marked() else 0.0
+            return 0.0
+
+        operands = [a for a in args if isinstance(a, (torch.Tensor, int, float, bool))]
+        if name in _KEEP_STEP and operands:
+            return (step(args[0]) + torch.zeros(out.shape, dtype=torch.float64)).clone()
+        if name in _ADD_STEPS and len(operands) == 2 and "alpha" not in kwargs:
+            return (step(operands[0]) + step(operands[1]) + torch.zeros(out.shape, dtype=torch.float64)).clone()
+        if name in _MUL_STEPS and len(operands) == 2:
+            moving = [v for v in operands if isinstance(v, torch.Tensor) and self.entry(v).marked()]
+            if len(moving) == 1:
+                other = operands[1] if moving[0] is operands[0] else operands[0]
+                factor = other.detach().double().abs() if isinstance(other, torch.Tensor) else abs(float(other))
+                return (step(moving[0]) * factor + torch.zeros(out.shape, dtype=torch.float64)).clone()
+        if name == "where" and len(args) == 3:
+            cond, a, b = args
+            flip = self._taint_of(cond) if isinstance(cond, torch.Tensor) else torch.zeros((), dtype=torch.bool)
+            value = [v.detach().double() if isinstance(v, torch.Tensor) else torch.tensor(float(v), dtype=torch.float64)
+                     for v in (a, b)]
+            picked = torch.where(cond, step(a) + torch.zeros(out.shape, dtype=torch.float64), step(b))
+            return torch.where(flip, (value[0] - value[1]).abs() + step(a) + step(b), picked).expand(out.shape).clone()
+        return None
+
+    def _aliased(self, tensor):
+        if tensor.numel() == 0:
+            return False
+        try:
+            ptr = tensor.untyped_storage().data_ptr()
+        except Exception:  # noqa: BLE001 - a tensor without plain storage: assume the worst
+            return True
+        return tensor._base is not None or any(
+            e.tensor is not tensor and e.tensor.untyped_storage().data_ptr() == ptr for e in self.entries.values())
 
     def _taint_of(self, tensor):
         e = self.entry(tensor)
         return e.taint if e.taint is not None else torch.zeros(tensor.shape, dtype=torch.bool)
 
+    def _poison_of(self, tensor):
+        e = self.entry(tensor)
+        return e.poison if e.poison is not None else torch.zeros(tensor.shape, dtype=torch.bool)
+
+    def _steps_of(self, tensor_or_entry):
+        """How far each element may move where tainted: 1 for a bool, unbounded (inf) when not known."""
+        e = tensor_or_entry if isinstance(tensor_or_entry, _Entry) else self.entry(tensor_or_entry)
+        if e.step is not None:
+            return e.step
+        return torch.full(e.tensor.shape, 1.0 if e.tensor.dtype == torch.bool else float("inf"), dtype=torch.float64)
+
     def _operand(self, value):
-        """(float64 value, tolerance) of an operand: a tensor's shadow, or an exact number."""
+        """(float64 value, tolerance) of an operand: a tensor's shadow, or an exact number. An
+        integer that a flip upstream may move by a known step has that step in its tolerance,
+        twice: the shadow's own decisions may have moved it as well."""
         if isinstance(value, torch.Tensor):
             e = self.entry(value)
-            return e.shadow.double(), e.tolerance()
+            tol = e.tolerance()
+            if e.taint is not None and not e.tensor.dtype.is_floating_point:
+                steps = self._steps_of(e)
+                tol = tol + torch.where(e.taint & torch.isfinite(steps), 2 * steps, 0.0)
+            return e.shadow.double(), tol
         return torch.tensor(float(value), dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64)
 
     def _decide(self, name, args, kwargs, inputs, outs):
@@ -872,7 +1042,8 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
         if not isinstance(x, torch.Tensor):
             return None
         dim, keepdim = _dim_args(name, args, kwargs)
-        unsure = self._taint_of(x)
+        poisoned = self._poison_of(x)
+        unsure = self._taint_of(x) | poisoned
         value = self.entry(x).shadow != 0
         margin = tol = None
         if floats is not None:
@@ -886,11 +1057,12 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
         else:
             decided = _reduce_any(~unsure & value, dim, keepdim, out.shape)
         amb = ~decided & _reduce_any(unsure, dim, keepdim, out.shape)
+        poison = ~decided & _reduce_any(poisoned, dim, keepdim, out.shape)  # undecided, and a poisoned element may decide
         if margin is None:  # bool operands: the taint came from upstream
-            return [(amb, None, None, f"{name}() of a mask that hangs on {self.entry(x).why}")]
+            return [(amb, None, None, f"{name}() of a mask that hangs on {self.entry(x).why}", poison)]
         return [(amb, torch.full(out.shape, float(margin.min()) if margin.numel() else 0.0, dtype=torch.float64),
                  torch.full(out.shape, float(tol.max()) if tol.numel() else 0.0, dtype=torch.float64),
-                 f"{name} (nonzero test)")]
+                 f"{name} (nonzero test)", poison)]
 
 
 def explain_rounding(fn, args):
@@ -931,36 +1103,55 @@ def attach_rounding(tree, fn, args):
 def rounding_explains(e, c, r):
     """Why rounding explains how compiled ``c`` differs from eager ``e`` (a reason), or None.
 
-    It does when every element that differs depends on a decision (a
-    comparison, all/any, argmax, sort ...) whose exact float64 operands lie
-    within rounding of its threshold: there, code that rounds differently may
-    decide otherwise without a bug. ``r`` is the reference leaf, from
-    ``reference_call``; without its shadowed run, nothing is explained.
+    Only a discrete output is ever explained: a bool, or integers (indices,
+    counts, rounded values); never floats. It is when every element that
+    differs depends on a decision (a comparison, all/any, argmax, sort ...)
+    whose exact float64 operands lie within rounding of its threshold, only
+    through ops that keep that local (never a sum of floats or an op the
+    shadow does not know), and, for a count or other integer whose step is
+    known, compiled lies within that step of eager: there, code that rounds
+    differently may give it without a bug. ``r`` is the reference leaf, from
+    ``reference_call``; without its shadowed run, nothing is explained. It
+    never raises: whatever goes wrong, nothing is explained.
     """
-    hook = getattr(r, "_symfuzz_rounding", None)
-    if hook is None or e.shape != c.shape or e.numel() == 0:
-        return None
     try:
-        entries, index = hook
-        found = entries()
-        entry = found[index] if found is not None and index < len(found) else None
+        return _rounding_reason(e, c, r)
     except Exception:  # noqa: BLE001 - no explanation is the safe answer
         return None
-    if entry is None or entry.taint is None or entry.taint.shape != e.shape:
+
+
+def _rounding_reason(e, c, r):
+    hook = getattr(r, "_symfuzz_rounding", None)
+    if hook is None or e.shape != c.shape or e.dtype != c.dtype or e.numel() == 0:
         return None
     if e.dtype.is_floating_point or e.dtype.is_complex:
-        rtol, atol = TOLERANCES.get(e.dtype, (1e-4, 1e-5))
-        differ = ~torch.isclose(c.double(), e.double(), rtol=rtol, atol=atol, equal_nan=True)
-    else:
-        differ = e != c
-    if not bool(differ.any()) or bool((differ & ~entry.taint).any()):
+        return None
+    entries, index = hook
+    found = entries()
+    entry = found[index] if found is not None and index < len(found) else None
+    if entry is None or entry.taint is None or entry.taint.shape != e.shape:
+        return None
+    # The shadow ran on CPU copies: judge there, whatever device the lane used.
+    e, c = e.detach().cpu(), c.detach().cpu()
+    differ = e != c
+    explained = entry.taint.cpu()
+    if entry.poison is not None:
+        explained = explained & ~entry.poison.cpu()
+    if e.dtype != torch.bool:
+        steps = entry.step.cpu() if entry.step is not None else torch.full(e.shape, float("inf"), dtype=torch.float64)
+        explained = explained & ((c.double() - e.double()).abs() <= steps)
+    if not bool(differ.any()) or bool((differ & ~explained).any()):
         return None
     flat = int(differ.reshape(-1).int().argmax())
     at = [int(i) for i in torch.unravel_index(torch.tensor(flat), e.shape)] if e.dim() else []
+    moved = ""
+    if e.dtype != torch.bool and entry.step is not None and bool(torch.isfinite(entry.step.reshape(-1)[flat])):
+        moved = f" (moved {abs(int(c.reshape(-1)[flat]) - int(e.reshape(-1)[flat]))} <= step " \
+                f"{float(entry.step.reshape(-1)[flat]):g})"
     if entry.margin is not None and entry.margin.shape == e.shape and bool(entry.margin.reshape(-1)[flat] <= entry.tol.reshape(-1)[flat]):
         m, t = float(entry.margin.reshape(-1)[flat]), float(entry.tol.reshape(-1)[flat])
-        return f"discrete flip explained by rounding: {entry.label} at element {at}, margin {m:.3g} <= tol {t:.3g}"
-    return f"discrete flip explained by rounding: element {at} hangs on {entry.why or 'a decision near its threshold'}"
+        return f"discrete flip explained by rounding: {entry.label} at element {at}, margin {m:.3g} <= tol {t:.3g}{moved}"
+    return f"discrete flip explained by rounding: element {at} hangs on {entry.why or 'a decision near its threshold'}{moved}"
 
 
 # ---------------------------------------------------------------- signatures
