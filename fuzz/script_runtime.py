@@ -288,9 +288,11 @@ def compare(eager, compiled, reference=None, explained=None):
     writes compare outputs with it, so a script cannot disagree with the
     finding it reproduces. Tensors match within ``TOLERANCES`` for their
     dtype; beyond that, compiled still matches when it is no worse than
-    eager against the fp64 reference (``within_reference``), or when every
+    eager against the fp64 reference (``within_reference``), or when the
+    output is discrete (bools, indices, counts; never floats) and every
     element that differs hangs on a decision (comparison, all/any, argmax,
-    sort ...) within rounding of its threshold (``rounding_explains``): such
+    sort ...) within rounding of its threshold, by a value that flip can
+    give (``rounding_explains``, which never raises): such
     a flip is no bug, and when ``explained`` is a list, each is appended to
     it as {"symptom", "path", "kind", "detail", "reason"}.
     ``reference`` is a zero-argument callable giving the fp64 reference tree
