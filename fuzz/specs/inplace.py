@@ -22,12 +22,9 @@ Validity that meta execution does not check is ensured here:
 from __future__ import annotations
 
 import hypothesis.strategies as st
-import torch
 
 from symfuzz.fuzz.specs.base import ANY_KIND, BOOL, FLOAT, FLOATING, INT, NUMERIC, OpSpec, cast_suffix, no_params
 from symfuzz.fuzz.specs.view import BAD_DIM, neg_dim
-
-from symfuzz.fuzz.script_runtime import DTYPES
 
 F = "inplace"
 
@@ -50,6 +47,9 @@ def writable(ctx, no_alias=False) -> bool:
     TensorIterator ops accept a source that is exactly the written tensor but
     not a partial overlap; index ops (``no_alias``) reject any shared memory.
     """
+    # deferred: generation needs torch, reading a finding (which looks specs up) does not
+    import torch
+
     target = _world_tensors(ctx, ctx.operands[0].name)
     for t in target:
         if torch._debug_has_internal_overlap(t) == 1:
@@ -77,6 +77,11 @@ def cast_to_first(ctx, i=1, exact=False):
     """Source casting operand ``i`` to operand 0's dtype where in-place promotion would fail."""
     if len(ctx.operands) <= i:
         return ""
+    # deferred: generation needs torch, reading a finding (which looks specs up) does not
+    import torch
+    # deferred: the runtime imports torch too (see above)
+    from symfuzz.fuzz.script_runtime import DTYPES
+
     a, b = DTYPES[ctx.operands[0].dtype], DTYPES[ctx.operands[i].dtype]
     if a == b or (not exact and torch.can_cast(torch.promote_types(a, b), a)):
         return ""
