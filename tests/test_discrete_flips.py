@@ -2,6 +2,7 @@
 from its threshold still is (issue 14, item 10). In process, no compiling: the compiled side
 is the program with a planted change."""
 
+import ast
 import json
 from pathlib import Path
 
@@ -401,8 +402,6 @@ def test_no_error_of_the_rounding_check_escapes_compare(monkeypatch):
 def test_pasted_pieces_judge_as_the_runtime_does():
     """Scripts paste top-level statements of script_runtime by the names they bind: a statement
     that binds none (an augmented assignment, a bare call) would be left out of every script."""
-    import ast
-
     tree = ast.parse(Path(rt.__file__).read_text())
     for node in tree.body[1:]:  # the docstring first
         assert isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Assign,
