@@ -365,6 +365,7 @@ class Campaign:
         self.stats.replay["stored"] = len(self.replay_queue)
         self.replayed_candidates: set[str] = set()  # signatures that corpus replays failed with
         self.respawns = 0
+        self.spawned: list = []  # the workers started and not yet closed
         self.interrupted = False
         self.interrupted_by: Optional[str] = None
         self.progress = Progress(config.budget, enabled=not config.quiet)
@@ -654,6 +655,8 @@ class Campaign:
                 self.progress.update(now - self.fuzz_start if fuzzing else 0.0, self.stats.counts, self.summary)
             for w in workers:
                 w.close()
+                if w in self.spawned:
+                    self.spawned.remove(w)
             workers = []
             self._finish_confirmations(confirmer)
             if cfg.minify_budget:
@@ -671,9 +674,12 @@ class Campaign:
             self.disk_full = self.disk_full or exc
             self.runner.cancel()
         finally:
-            for w in workers:
+            # Every worker still open, including one started while a signal cut its caller short
+            # (not yet in ``workers``): none may outlive the campaign.
+            for w in list(self.spawned):
                 w.kill("interrupted")
                 w.close()
+            self.spawned.clear()
             self.confirm_queue.put(None)
             try:
                 self._shelve_unconfirmed()
@@ -693,8 +699,11 @@ class Campaign:
             # deferred: ray is an optional extra, imported only by runs that ask for it
             from symfuzz.ray_executor import RayWorker
 
-            return RayWorker(slot, self.config, self.events)
-        return Worker(slot, self.config, self.events)
+            worker = RayWorker(slot, self.config, self.events)
+        else:
+            worker = Worker(slot, self.config, self.events)
+        self.spawned.append(worker)
+        return worker
 
     def _corpus_cases(self) -> list:
         """This shard's share of the stored corpus cases, replayed before any generated case.
@@ -937,6 +946,8 @@ class Campaign:
         elif not worker.ready:
             self._worker_never_ready(worker, code, workers)
         worker.close()
+        if worker in self.spawned:
+            self.spawned.remove(worker)
         workers = [w for w in workers if w is not worker]
         if (accepting or self.fuzz_start is None) and self.respawns <= self.MAX_RESPAWNS:
             workers.append(self._new_worker(worker.slot))
