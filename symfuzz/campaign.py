@@ -63,6 +63,8 @@ from symfuzz.worker_slot import WorkerSlot
 # a longer limit in confirmation (see confirmation_timeout).
 CASE_TIMEOUT_FLOOR = 30.0
 
+CANARY_TIMEOUT = 120.0
+
 CORPUS_PREFIX = "corpus:"  # the index of a replayed corpus case: "corpus:<its digest>"
 
 
@@ -74,6 +76,10 @@ class CampaignConfig:
     seed: int = 0
     jobs: int = 2
     case_timeout: float = 180.0  # one case, compile included (a first compile takes ~20 s)
+    # The canary: a fresh worker's first compile, which pays for imports and a cold C++
+    # toolchain (20-60 s on a busy 2-core machine). None: the larger of case_timeout and
+    # CANARY_TIMEOUT, so that a short --case-timeout does not fail a healthy canary.
+    canary_timeout: Optional[float] = None
     memory_limit_mb: int = 6144  # per worker, resident
     confirm: bool = True
     confirm_timeout: float = 300.0
@@ -769,6 +775,10 @@ class Campaign:
         tens of seconds, which a short --case-timeout must not turn into exit 3."""
         return max(self.config.case_timeout, 120.0)
 
+    @property
+    def canary_limit(self) -> float:
+        return self.config.canary_timeout or max(self.config.case_timeout, CANARY_TIMEOUT)
+
     def _start_canary(self, workers) -> None:
         """Send the canary to the first ready worker (no case goes out until it passes)."""
         for w in workers:
@@ -792,7 +802,7 @@ class Campaign:
         """The worker ended while running the canary: raise CampaignError with the cause."""
         worker.canary = False
         if worker.killed_for == "timeout":
-            failure = f"the canary did not finish within the case timeout ({self.config.case_timeout:.0f}s)"
+            failure = f"the canary did not finish within its limit ({self.canary_limit:.0f}s; --canary-timeout)"
         elif worker.killed_for == "out-of-memory":
             failure = f"the canary grew past the memory limit ({self.config.memory_limit_mb} MB)"
         else:
@@ -883,7 +893,7 @@ class Campaign:
         for w in workers:
             if not w.busy or w.killed_for:
                 continue
-            if now - w.since > self.config.case_timeout:
+            if now - w.since > (self.canary_limit if w.canary else self.config.case_timeout):
                 w.kill("timeout")
             elif w.rss_mb() > self.config.memory_limit_mb:
                 w.kill("out-of-memory")

@@ -331,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--max-findings", type=positive_int, default=None, help="stop once this many findings are confirmed (default: no limit)")
     fuzz.add_argument("--ops", default=None,
                       help="comma-separated op names: generate only these (see `symfuzz ops`; default: all)")
+    fuzz.add_argument("--canary-timeout", type=duration, default=None,
+                      help="limit for the canary program, a fresh worker's first (cold) compile (default: the "
+                           "larger of --case-timeout and 2m)")
     fuzz.add_argument("--confirm-timeout", type=duration, default=300.0,
                       help="limit for one fresh-process confirmation (default 5m)")
     fuzz.add_argument("--no-confirm", action="store_true", help="report candidates without re-running them in a fresh process")
@@ -593,6 +596,7 @@ def cmd_fuzz(args) -> int:
         seed=args.seed,
         jobs=args.jobs,
         case_timeout=args.case_timeout,
+        canary_timeout=args.canary_timeout,
         memory_limit_mb=args.memory_limit,
         confirm=not args.no_confirm,
         max_cases=args.max_cases,

@@ -313,3 +313,11 @@ def test_a_full_disk_stops_the_campaign_in_one_line_and_keeps_what_was_written(t
     stats = json.loads((out / "stats.json").read_text())  # whole, and final
     assert stats["programs"]["generated"] >= 1
     json.loads((out / STATE_FILE).read_text())
+
+
+def test_a_short_case_timeout_does_not_shorten_the_canary(tmp_path):
+    """The canary is a fresh worker's cold first compile: at the 30 s case-timeout floor it
+    still gets 2 minutes (a cold canary took over 30 s on an idle machine here)."""
+    assert Campaign(_config(tmp_path / "a", case_timeout=30.0)).canary_limit == 120.0
+    assert Campaign(_config(tmp_path / "b", case_timeout=300.0)).canary_limit == 300.0
+    assert Campaign(_config(tmp_path / "c", case_timeout=30.0, canary_timeout=20.0)).canary_limit == 20.0
