@@ -28,6 +28,7 @@ process before it is reported. Output folder:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -701,14 +702,17 @@ class Campaign:
     # ------------------------------------------------------------ cases and the corpus
 
     def _new_worker(self, slot: int):
-        if self.config.executor == "ray":
-            # deferred: ray is an optional extra, imported only by runs that ask for it
-            from symfuzz.ray_executor import RayWorker
+        # A signal that lands inside Popen would leave a started worker that nobody holds
+        # (it outlives the run): the signal waits until the worker is tracked.
+        with _signals_deferred():
+            if self.config.executor == "ray":
+                # deferred: ray is an optional extra, imported only by runs that ask for it
+                from symfuzz.ray_executor import RayWorker
 
-            worker = RayWorker(slot, self.config, self.events)
-        else:
-            worker = Worker(slot, self.config, self.events)
-        self.spawned.append(worker)
+                worker = RayWorker(slot, self.config, self.events)
+            else:
+                worker = Worker(slot, self.config, self.events)
+            self.spawned.append(worker)
         return worker
 
     def _corpus_cases(self) -> list:
@@ -1047,6 +1051,29 @@ def _death_cause(returncode: Optional[int]) -> str:
     if returncode is None:
         return "host lost"
     return signal.Signals(-returncode).name if returncode < 0 else f"exit {returncode}"
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """SIGINT and SIGTERM received inside the block take effect when it ends (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)  # raises KeyboardInterrupt or Terminated
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), caught[0])
 
 
 def _stored_signatures(root: Path) -> list[str]:

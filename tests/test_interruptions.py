@@ -321,3 +321,25 @@ def test_a_short_case_timeout_does_not_shorten_the_canary(tmp_path):
     assert Campaign(_config(tmp_path / "a", case_timeout=30.0)).canary_limit == 120.0
     assert Campaign(_config(tmp_path / "b", case_timeout=300.0)).canary_limit == 300.0
     assert Campaign(_config(tmp_path / "c", case_timeout=30.0, canary_timeout=20.0)).canary_limit == 20.0
+
+
+def test_a_signal_while_a_worker_starts_waits_until_the_worker_is_tracked():
+    """SIGTERM inside Popen used to leave a started worker that nobody held: it outlived the
+    run and wrote to its log afterwards. Inside the block the signal is held, then raised."""
+    from symfuzz.campaign import Terminated, _signals_deferred
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        reached = []
+        with pytest.raises(Terminated):
+            with _signals_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                reached.append("after the signal")  # not cut short
+        assert reached == ["after the signal"]
+        assert signal.getsignal(signal.SIGTERM) is raise_terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)
