@@ -61,7 +61,7 @@ from symfuzz.worker_slot import WorkerSlot
 # The shortest --case-timeout accepted: one case compiles its program once per
 # recompile (a first compile alone takes ~20 s here), so a shorter limit kills
 # programs that are merely slow. A timeout is a finding only once it also runs past
-# a longer limit in confirmation (see confirmation_timeout).
+# a longer limit in confirmation (corpus/replay.py: hang_limit).
 CASE_TIMEOUT_FLOOR = 30.0
 
 CANARY_TIMEOUT = 120.0
