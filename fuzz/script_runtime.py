@@ -111,7 +111,7 @@ def apply_layout(base, shape, layout):
     return base
 
 
-def make_input(shape, dtype, seed=0, layout=None, *, low=None, high=None, device="cpu"):
+def make_input(shape, dtype, seed=0, layout=None, *, low=None, high=None, device="cpu", values=None):
     """A tensor of ``shape`` and ``dtype`` (a torch.dtype), laid out as ``layout`` says (``normal_layout``).
 
     Values are drawn from a generator seeded with ``seed`` on the CPU, so the
@@ -120,6 +120,8 @@ def make_input(shape, dtype, seed=0, layout=None, *, low=None, high=None, device
     overflow or NaN traps) and ints lie in [-8, 8]; with ``low`` and
     ``high``, floats are uniform in [low, high] (drawn in float64) and ints
     lie in [int(low), int(high)]. Bools are 0 or 1 either way.
+    ``values`` then reshapes them into a value class (``value_class``):
+    "zeros", "ties", "negative" or "large".
     """
     shape = list(shape)
     base = base_shape(shape, layout)
@@ -140,8 +142,34 @@ def make_input(shape, dtype, seed=0, layout=None, *, low=None, high=None, device
             storage = torch.randn(base, generator=gen, dtype=dtype)
         else:
             storage = torch.randint(-8, 9, base, generator=gen, dtype=dtype)
+        if values:
+            storage = value_class(storage, values, low, high)
         storage = storage.to(device)
     return apply_layout(storage, shape, layout)
+
+
+def value_class(t, values, low=None, high=None):
+    """``t``'s values recast into a class that one random sample almost never
+    holds: "zeros"; "ties" (three levels: low, the middle, high, so equal
+    values abound); "negative" (minus their magnitude); "large" (floats times
+    10^4, 10^3 in float16: past a clamp, still finite)."""
+    if values == "zeros":
+        return torch.zeros_like(t)
+    if t.dtype == torch.bool or t.dtype.is_complex:
+        return t  # only zeros means something for these
+    if values == "negative":
+        return -t.abs()
+    if values == "large":
+        return t * (1e3 if t.dtype == torch.float16 else 1e4) if t.dtype.is_floating_point else t
+    if values == "ties":
+        f = t.to(torch.float64)
+        lo = float(f.min()) if low is None and f.numel() else float(low or 0)
+        hi = float(f.max()) if high is None and f.numel() else float(high or 0)
+        step = (hi - lo) / 2
+        level = ((f - lo) / step).round().clamp(0, 2) if step > 0 else torch.zeros_like(f)
+        out = lo + level * step
+        return (out if t.dtype.is_floating_point else out.floor()).to(t.dtype)
+    raise ValueError(f"unknown value class {values!r}")
 
 
 def make_arg(spec, device="cpu"):
@@ -397,7 +425,15 @@ def value_kind(e, c):
     return family + ":finite"
 
 
+def _both_parts(*tensors):
+    """Complex tensors as real ones with a trailing (real, imaginary) dim, so that
+    both parts are judged (``.double()`` would drop the imaginary part)."""
+    return [torch.view_as_real(t.resolve_conj()) if t.dtype.is_complex else t for t in tensors]
+
+
 def tensors_close(e, c):
+    if e.dtype.is_complex and c.dtype.is_complex:
+        e, c = _both_parts(e, c)
     if e.dtype.is_floating_point or e.dtype.is_complex:
         rtol, atol = TOLERANCES.get(e.dtype, (1e-4, 1e-5))
         return torch.allclose(c.double(), e.double(), rtol=rtol, atol=atol, equal_nan=True)
@@ -406,6 +442,8 @@ def tensors_close(e, c):
 
 def within_reference(e, c, r):
     """Is compiled no worse than eager, measured against the fp64 reference?"""
+    if e.dtype.is_complex and c.dtype.is_complex and r.dtype.is_complex:
+        e, c, r = _both_parts(e, c, r)
     if not e.dtype.is_floating_point:
         # Discrete results of float math (comparisons, argmax, casts). Where
         # compiled differs from eager, it is wrong only if eager matches the
