@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 import torch.utils._pytree as pytree
 
+from symfuzz.opcheck.arguments import derived_samples
 from symfuzz.opcheck.checklist import ALL_GRADS, AUTOGRAD_REGISTRATION, BY_NAME, CHECKS, CheckSpec, check_names
+from symfuzz.opcheck.checks.autograd import missing_autograd
 from symfuzz.opcheck.checks.common import (
     OpCheckUsageError,
     Problem,
@@ -22,13 +25,13 @@ from symfuzz.opcheck.contracts import assign as assign_contracts
 from symfuzz.opcheck.inputs import Template
 from symfuzz.opcheck.report import CheckResult, Failure, Report
 from symfuzz.opcheck.repro import render
-from symfuzz.opcheck.variants import REJECTED, Sweep, Variant, search, shrink
+from symfuzz.opcheck.variants import REJECTED, Sweep, Variant, axis_of, search, shrink
 
 DEFAULT_BUDGET = 120.0  # seconds per op, shared by its checks (each takes its weight's share: opcheck.checklist)
 
 
 def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None = None, seed: int = 0,
-          progress=None, on_input=None, fixed=None) -> Report:
+          progress=None, on_input=None, fixed=None, require_autograd: bool = False) -> Report:
     """Check a custom op on its samples and on shapes swept from them.
 
     ``op``: an OpOverload, OpOverloadPacket, CustomOpDef or "ns::name[.overload]".
@@ -42,6 +45,10 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     ``fixed``: names of tensor arguments the sweep must not resize (a lookup
     table, a codebook); None infers them from the samples
     (``opcheck.contracts``), ``()`` holds nothing fixed.
+    ``require_autograd``: an op with no gradient formula fails
+    autograd_registration. By default it is *not differentiable*: an ``info``
+    line of the report, the checks about gradients skip themselves with that
+    reason, and the others run with nothing requiring grad.
     """
     start = time.monotonic()
     op = resolve_op(op)
@@ -55,7 +62,14 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
 
     total = DEFAULT_BUDGET if budget is None else float(budget)
     weight = sum(spec.weight for spec in specs)
-    runner = _Runner(op, templates, sweep=sweep, seed=seed, on_input=on_input)
+    runner = _Runner(op, templates, sweep=sweep, seed=seed, on_input=on_input, require_autograd=require_autograd,
+                     derived=derived_templates(op, templates, fixed) if sweep else [])
+    if not runner.differentiable and not require_autograd:
+        report.info.append("not differentiable: it has no autograd formula (no register_autograd), so "
+                           "gradients are not checked: the gradient check skips, the others run with nothing "
+                           "requiring grad. If it is meant to be trained through, make that a failure: "
+                           "require_autograd=True, --require-autograd (pytest: --opcheck-require-autograd) or "
+                           "the store's require_autograd setting")
     for spec in specs:
         name = spec.name
         share = total * spec.weight / weight
@@ -63,6 +77,9 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
         failed = [p for p in spec.prerequisites if p in report.results and report.results[p].status == "failed"]
         if failed:
             result = CheckResult(name, "skipped", reason=f"{', '.join(failed)} failed; this check would fail for the same reason")
+        elif spec.needs_gradients and not runner.differentiable and not require_autograd:
+            result = CheckResult(name, "skipped", reason="the op is not differentiable, so there are no gradients to "
+                                 f"check (backward raises: {runner.not_differentiable})")
         else:
             try:
                 result = runner.run(spec, deadline=time.monotonic() + share)
@@ -104,6 +121,32 @@ def sample_templates(op, pairs, fixed=None):
     return templates, "", lines
 
 
+def derived_templates(op, templates, fixed=None) -> list[Template]:
+    """The samples derived from each template by changing one non-tensor argument
+    (``opcheck.arguments``) that the real kernel accepts, each with its contracts."""
+    out = []
+    for template in templates:
+        for derived in derived_samples(op, template, lambda a, k: make_template(op, a, k)):
+            derived.index = template.index
+            try:
+                sample_args, sample_kwargs = derived.original().build()
+                with torch.no_grad():
+                    out_value = op(*sample_args, **sample_kwargs)
+            except Exception:  # noqa: BLE001 - the kernel refusing the value is the argument's contract
+                continue
+            derived.output_sizes = {d for t in pytree.tree_leaves(out_value) if isinstance(t, torch.Tensor)
+                                    for d in t.shape}
+            if len(derived.slots) == len(template.slots):
+                derived.contracts = template.contracts
+            else:
+                try:
+                    assign_contracts([derived], fixed, schema=op._schema)
+                except ValueError:
+                    continue
+            out.append(derived)
+    return out
+
+
 def _check_names(checks):
     """check()'s ``checks`` (None: all; a list, or one comma-separated string) as names in the table's order."""
     if checks is None:
@@ -137,30 +180,45 @@ class _Runner:
     """Runs one check after another on an op's templates; what the checks share lives here
     (the judges are made by each check's ``judge(op, runner, template)``, opcheck.checklist)."""
 
-    def __init__(self, op, templates: list[Template], *, sweep: bool, seed: int, on_input=None):
+    def __init__(self, op, templates: list[Template], *, sweep: bool, seed: int, on_input=None,
+                 require_autograd: bool = False, derived=()):
         self.op, self.templates, self.sweep, self.seed = op, templates, sweep, seed
+        self.derived = list(derived)  # samples with another argument value (opcheck.arguments)
         self.on_input = on_input
+        self.require_autograd = require_autograd
         self.dependence = DataDependence(op)
         self.failed: set[str] = set()  # the checks that failed so far
+        # Why the op is not differentiable ("" if it is, or nobody can tell): asked once, of the samples.
+        self.not_differentiable = missing_autograd(op, templates)
+
+    @property
+    def differentiable(self) -> bool:
+        return not self.not_differentiable
 
     @property
     def grad_ok(self) -> bool:
-        """False once autograd_registration failed: later checks then skip gradients."""
-        return AUTOGRAD_REGISTRATION.name not in self.failed
+        """May checks make inputs require grad? Not for an op that is not differentiable,
+        nor once autograd_registration failed: a missing backward would fail them too."""
+        return self.differentiable and AUTOGRAD_REGISTRATION.name not in self.failed
 
     def run(self, spec: CheckSpec, *, deadline) -> CheckResult:
         name = spec.name
         start = time.monotonic()
         result = CheckResult(name, "passed")
         applicable = False
-        for template in self.templates:
+        derived = self.derived if spec.axes else []
+        for template in self.templates + derived:
             judge = spec.judge(self.op, self, template)
             if hasattr(judge, "applies") and not judge.applies(template):
                 continue
             if self.on_input is not None:
                 judge = _Announced(judge, name, self.on_input)
             applicable = True
-            found = self._search(spec, judge, template, result, deadline)
+            if time.monotonic() > deadline and template.axis:
+                result.notes.append("the time budget ran out before every argument kind was tried; "
+                                    "raise --budget to sweep further")
+                break
+            found = self._search(spec, judge, template, result, deadline, derived=bool(template.axis))
             result.notes.extend(n for n in getattr(judge, "notes", ()) if n not in result.notes)
             if found is not None:
                 case, problem, shrunk = found
@@ -169,7 +227,7 @@ class _Runner:
                 result.failures.append(Failure(
                     check=name, kind=problem.kind, message=problem.message, input=case.describe(),
                     repro=render(name, problem.kind, self.op, case, grads=grads), shrunk=shrunk,
-                    case=case.to_json(),
+                    case=case.to_json(), axis=problem.axis or axis_of(case),
                 ))
                 break
         if not applicable:
@@ -183,7 +241,7 @@ class _Runner:
         result.seconds = time.monotonic() - start
         return result
 
-    def _search(self, spec: CheckSpec, judge, template, result, deadline):
+    def _search(self, spec: CheckSpec, judge, template, result, deadline, derived=False):
         sw = Sweep(template, seed=self.seed)
         outcome = judge(template.original())
         if outcome is REJECTED:
@@ -199,7 +257,9 @@ class _Runner:
             return template.original(), outcome, False
         if not self.sweep:
             return None
-        found = search(judge, sw, deadline=deadline, variants=_edge_variants(spec, sw), examples=spec.examples,
+        # A derived sample (another argument value) gets its sizes made odd, not the whole sweep.
+        variants = [Variant(tuple(_odd_sizes(sw.original_sizes())), seed=1)] if derived else _edge_variants(spec, sw)
+        found = search(judge, sw, deadline=deadline, variants=variants, examples=0 if derived else spec.examples,
                        max_size=spec.max_size)
         result.inputs_tried += found.tried
         result.inputs_rejected += found.rejected
@@ -217,16 +277,20 @@ def _edge_variants(spec: CheckSpec, sw: Sweep):
         return None
     base = sw.original_sizes()
     slots = len(sw.template.slots)
-    transposed = [tuple("transposed" if i == n else "" for i in range(slots)) for n in range(slots)]
+    transposed = [tuple(i == n for i in range(slots)) for n in range(slots)]  # one tensor laid out, per tensor
     out = []
     for edge in spec.edges:
         sizes = _EDGE_SIZES[edge.sizes](base)
         if sizes is None:
             continue
         if edge.transposed:
-            out += [Variant(sizes, layouts=t, seed=edge.seed) for t in transposed]
+            for layout in edge.layouts:
+                out += [Variant(sizes, layouts=tuple(layout if x else "" for x in t), seed=edge.seed)
+                        for t in transposed]
         else:
             out.append(Variant(sizes, seed=edge.seed))
+        if spec.broadcast:
+            out += [replace(v, sizes=sizes, seed=edge.seed) for v in sw.broadcasts(sizes)]
     return out
 
 

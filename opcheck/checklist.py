@@ -42,12 +42,14 @@ class Edge:
     (``opcheck.api`` computes them): "sample", "odd" (even sizes + 1),
     "at most 3", "small" (2, 3, 4, ... per symbol), "ones", "2v+1", "leading 1"
     (the first symbol 1; none when there are no sizes).
-    ``transposed``: one variant per tensor, that tensor laid out transposed.
+    ``transposed``: one variant per tensor, that tensor laid out transposed
+    (``layouts``: one per tensor and per layout named there instead).
     """
 
     sizes: str
     seed: int
     transposed: bool = False
+    layouts: tuple[str, ...] = ("transposed",)
 
 
 # Which floating inputs a check makes require grad (and its repro with them).
@@ -66,8 +68,11 @@ class CheckSpec:
     edges: tuple[Edge, ...] | None = None  # edge variants to try first; None: all of the sweep's
     examples: int = 0  # Hypothesis examples after the edge variants (0: edges only)
     max_size: int | None = None  # the largest size Hypothesis draws (None: the sweep's own bound)
+    broadcast: bool = False  # its edges include the broadcast patterns (size-1 dims, missing leading dims)
     grads: str = NO_GRADS  # NO_GRADS, ALL_GRADS or GRADS_IF_REGISTERED
     repro_dtype: str | None = None  # the floating dtype its repro snippet uses (None: the failing input's)
+    needs_gradients: bool = False  # it is about gradients: skipped, with the reason, for an op that is not differentiable
+    axes: bool = False  # it also sweeps argument kinds: samples with other scalars, optional arguments given or None
 
 
 # In the order the checks run: a check's prerequisites come before it.
@@ -77,6 +82,16 @@ SCHEMA = CheckSpec(
     weight=1,
     description="the op mutates and aliases only what its schema declares (SchemaCheckMode)",
     examples=15,
+    axes=True,
+)
+MUTATION = CheckSpec(
+    name="mutation",
+    judge=Lazy("symfuzz.opcheck.checks.mutation", "mutation_judge"),
+    weight=0.5,
+    description="no undeclared write to any input, even one that leaves its values as they were "
+                "(version counter, storage bytes inside and outside the view)",
+    examples=10,
+    axes=True,
 )
 AUTOGRAD_REGISTRATION = CheckSpec(
     name="autograd_registration",
@@ -92,6 +107,7 @@ FAKETENSOR = CheckSpec(
     weight=2,
     description="the fake kernel agrees with the real one: dtype, shape, strides, aliasing; it reads no data",
     examples=40,
+    axes=True,
 )
 SYMBOLIC_FAKE = CheckSpec(
     name="symbolic_fake",
@@ -99,6 +115,7 @@ SYMBOLIC_FAKE = CheckSpec(
     weight=2,
     description="the fake kernel traces with symbolic sizes: no guard pins a size, data-dependent sizes are unbacked",
     examples=25,
+    axes=True,
 )
 GRADIENT = CheckSpec(
     name="gradient",
@@ -111,6 +128,27 @@ GRADIENT = CheckSpec(
     max_size=6,  # gradcheck's cost grows with every element
     grads=ALL_GRADS,
     repro_dtype="float64",
+    needs_gradients=True,
+    broadcast=True,
+)
+FAKE_DEVICE = CheckSpec(
+    name="fake_device",
+    judge=Lazy("symfuzz.opcheck.checks.device", "fake_device_judge"),
+    weight=0.5,
+    description="the fake kernel on meta tensors and on fake CUDA tensors: outputs on the input's device, "
+                "sizes and dtypes as the real kernel's (no GPU needed)",
+    prerequisites=(FAKETENSOR.name,),  # a fake kernel already wrong on the CPU is that check's finding
+    edges=(Edge("sample", seed=1), Edge("odd", seed=1), Edge("odd", seed=2, transposed=True)),
+)
+LAYOUT_CONSISTENCY = CheckSpec(
+    name="layout_consistency",
+    judge=Lazy("symfuzz.opcheck.checks.layout", "layout_consistency_judge"),
+    weight=1,
+    description="metamorphic: op(x) equals op(x.contiguous()) for transposed, sliced (offset) and expanded "
+                "inputs; a kernel reading raw memory as row-major fails it",
+    edges=(Edge("sample", seed=1, transposed=True, layouts=("transposed", "sliced", "expanded")),
+           Edge("odd", seed=2, transposed=True, layouts=("transposed", "sliced", "expanded"))),
+    examples=10,
 )
 # AOT and Inductor trace through the fake kernel.
 AOT_DISPATCH_DYNAMIC = CheckSpec(
@@ -133,7 +171,8 @@ INDUCTOR_DYNAMIC = CheckSpec(
     grads=GRADS_IF_REGISTERED,
 )
 
-SPECS = (SCHEMA, AUTOGRAD_REGISTRATION, FAKETENSOR, SYMBOLIC_FAKE, GRADIENT, AOT_DISPATCH_DYNAMIC, INDUCTOR_DYNAMIC)
+SPECS = (SCHEMA, MUTATION, AUTOGRAD_REGISTRATION, FAKETENSOR, SYMBOLIC_FAKE, FAKE_DEVICE, LAYOUT_CONSISTENCY, GRADIENT,
+         AOT_DISPATCH_DYNAMIC, INDUCTOR_DYNAMIC)
 CHECKS = tuple(spec.name for spec in SPECS)  # the names, in order
 BY_NAME = {spec.name: spec for spec in SPECS}
 

@@ -21,6 +21,8 @@ import torch.utils._pytree as pytree
 from symfuzz.fuzz.script_runtime import make_input
 
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
+# Value classes (fuzz.script_runtime.value_class): what one random sample almost never holds.
+VALUES = ("zeros", "ties", "negative", "large")
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 INT_DTYPES = ("int64", "int32", "int16", "uint8")
@@ -49,10 +51,11 @@ class TensorInput:
     hi: float = 1.0
     seed: int = 0
     requires_grad: bool = False
+    values: str = ""  # a value class (VALUES), or "" for values drawn from [lo, hi]
 
     def build(self, device="cpu") -> torch.Tensor:
         t = make_input(tuple(self.shape), to_dtype(self.dtype), self.seed, self.layout, low=self.lo, high=self.hi,
-                       device=device)
+                       device=device, values=self.values or None)
         if self.requires_grad:
             # detach() keeps the strides, so the leaf keeps the layout.
             t = t.detach().requires_grad_()
@@ -62,6 +65,8 @@ class TensorInput:
         text = f"{self.dtype}{list(self.shape)}"
         if self.layout != "contiguous":
             text += f" {self.layout}"
+        if self.values:
+            text += f" {self.values}"
         if self.requires_grad:
             text += " requires_grad"
         return text
@@ -69,8 +74,9 @@ class TensorInput:
     def code(self, device="cpu") -> str:
         """The ``make_input`` call that builds it, for the repro snippets."""
         dev = f", device={device!r}" if device != "cpu" else ""
+        values = f", values={self.values!r}" if self.values else ""
         code = (f"make_input({tuple(self.shape)!r}, torch.{self.dtype}, {self.seed}, {self.layout!r}, "
-                f"low={self.lo!r}, high={self.hi!r}{dev})")
+                f"low={self.lo!r}, high={self.hi!r}{dev}{values})")
         return code + (".requires_grad_()" if self.requires_grad else "")
 
 
@@ -132,6 +138,7 @@ class Template:
         self.contracts = None  # opcheck.contracts.Contracts, given by check() from all the samples
         self.schema = None  # the op's schema, for argument names
         self.index = 0  # position among the op's samples
+        self.axis = ""  # for a sample derived from another (opcheck.arguments): what was changed
         leaves, self.spec = pytree.tree_flatten((self.args, self.kwargs))
         self.leaves = leaves
         self.tensor_positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]

@@ -16,6 +16,7 @@ class Failure:
     repro: str  # a torch-only snippet that shows the failure
     shrunk: bool = False  # was the input shrunk from a larger failing one?
     case: dict | None = None  # the failing input as data (opcheck.inputs.Case.to_json)
+    axis: str = ""  # what about the input revealed it: "dtype int32", "value zeros", "layout transposed", "sample", ...
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Report:
     seconds: float = 0.0
     error: str = ""  # the op could not be checked at all (no sample the real kernel accepts, ...)
     contracts: list[str] = field(default_factory=list)  # arguments held fixed or following others, and why
+    info: list[str] = field(default_factory=list)  # facts about the op, never failures ("not differentiable: ...")
 
     @property
     def ok(self) -> bool:
@@ -69,7 +71,7 @@ class Report:
         results = {name: CheckResult.from_json(r) for name, r in data.get("results", {}).items()}
         return cls(op=data["op"], results=results, samples=data.get("samples", 0),
                    seconds=data.get("seconds", 0.0), error=data.get("error", ""),
-                   contracts=list(data.get("contracts", [])))
+                   contracts=list(data.get("contracts", [])), info=list(data.get("info", [])))
 
     def marks(self) -> str:
         """"schema ok, faketensor FAIL, ...", or why the op was not checked."""
@@ -84,9 +86,10 @@ class Report:
         """A readable multi-line report; failures first with input and repro."""
         lines = [self.summary_line() + f"  ({self.seconds:.1f}s, {self.samples} sample(s))"]
         lines += [f"  contract {line}" for line in self.contracts]
+        lines += [f"  info: {line}" for line in self.info]
         for r in self.results.values():
             for f in r.failures:
-                lines.append(f"  FAIL {f.check} [{f.kind}]")
+                lines.append(f"  FAIL {f.check} [{f.kind}]" + (f" revealed by {f.axis}" if f.axis else ""))
                 lines.append(f"    input: {f.input}" + ("  (shrunk)" if f.shrunk else ""))
                 for line in f.message.splitlines():
                     lines.append(f"    {line}")

@@ -4,8 +4,11 @@ Sizes are tied the way the sample ties them: every dim of size ``v >= 1``
 gets the symbol of ``v``, so ``(4, 8) @ (8, 3)`` keeps its inner dims equal
 while they vary. Empty dims stay empty.
 A variant then picks a value per symbol (0, 1, odd, larger), may untie one
-dim (non-square and mixed sizes), may lay a tensor out transposed, sliced or
-expanded, and may retype a dtype group to another dtype of its kind.
+dim (non-square and mixed sizes, or size 1: broadcasting), may drop a
+tensor's leading dims (broadcasting again), may lay a tensor out transposed,
+sliced or expanded, may retype a dtype group (to another float, or across
+classes: integer, bool, complex), and may recast a tensor's values into a
+class one random sample never holds (zeros, ties, negative, large).
 
 ``search`` runs a check over the deterministic edge variants first, then
 over variants drawn by Hypothesis (``find``, which also shrinks), and
@@ -25,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from symfuzz.opcheck.contracts import Contracts
-from symfuzz.opcheck.inputs import FLOAT_DTYPES, INT_DTYPES, LAYOUTS, Case, Template, TensorInput
+from symfuzz.opcheck.inputs import FLOAT_DTYPES, INT_DTYPES, LAYOUTS, VALUES, Case, Template, TensorInput
 
 REJECTED = "rejected"  # a check's answer when the real kernel refused the input
 
@@ -37,22 +40,25 @@ class Variant:
     layouts: tuple = ()  # layout per tensor ("" = contiguous)
     dtypes: tuple = ()  # ((from dtype, to dtype), ...)
     seed: int = 0
+    values: tuple = ()  # value class per tensor ("" = drawn from the sample's range)
+    drop: tuple = ()  # ((tensor, k), ...): that tensor loses its first k dims (it broadcasts against the others)
 
     def to_json(self) -> dict:
         return {"sizes": list(self.sizes), "untie": [list(u) for u in self.untie], "layouts": list(self.layouts),
-                "dtypes": [list(d) for d in self.dtypes], "seed": self.seed}
+                "dtypes": [list(d) for d in self.dtypes], "seed": self.seed, "values": list(self.values),
+                "drop": [list(d) for d in self.drop]}
 
     @classmethod
     def from_json(cls, data: dict) -> Variant:
         return cls(tuple(data["sizes"]), tuple(tuple(u) for u in data.get("untie", ())),
                    tuple(data.get("layouts", ())), tuple(tuple(d) for d in data.get("dtypes", ())),
-                   data.get("seed", 0))
+                   data.get("seed", 0), tuple(data.get("values", ())), tuple(tuple(d) for d in data.get("drop", ())))
 
 
 class Sweep:
     """Variants of one template."""
 
-    def __init__(self, template: Template, *, seed: int = 0, layouts=True, dtypes=True):
+    def __init__(self, template: Template, *, seed: int = 0, layouts=True, dtypes=True, values=True):
         self.template = template
         self.seed = seed
         # Arguments held fixed, and dims that follow other arguments, are not the
@@ -66,6 +72,7 @@ class Sweep:
         self.dtype_groups = sorted({s.dtype for n, s in enumerate(template.slots) if n not in self.contracts.fixed})
         self.allow_layouts = layouts
         self.allow_dtypes = dtypes
+        self.allow_values = values
 
     # ------------------------------------------------------------ building
 
@@ -76,6 +83,7 @@ class Sweep:
         size_of = dict(zip(self.symbols, v.sizes))
         untie = {(t, d): size for t, d, size in v.untie}
         retype = dict(v.dtypes)
+        dropped = dict(v.drop)
         shapes = [tuple(untie.get((n, d), size_of.get(size, size)) for d, size in enumerate(slot.shape))
                   for n, slot in enumerate(self.template.slots)]
         for (n, d), rule in self.contracts.follows.items():
@@ -88,7 +96,7 @@ class Sweep:
             if n in self.contracts.fixed:  # as recorded: shape, dtype, contiguous; values from its range
                 inputs.append(TensorInput(shape=slot.shape, dtype=slot.dtype, lo=slot.lo, hi=slot.hi, seed=seed))
                 continue
-            shape = shapes[n]
+            shape = shapes[n][dropped.get(n, 0) if self._all_free(n) else 0:]
             layout = (v.layouts[n] if n < len(v.layouts) else "") or "contiguous"
             if layout == "expanded" and (slot.mutable or not shape or shape[0] <= 1):
                 layout = "contiguous"  # writing through stride 0 is an error, and size 1 expands to itself
@@ -97,11 +105,18 @@ class Sweep:
             if layout == "sliced" and not shape:
                 layout = "contiguous"
             dtype = retype.get(slot.dtype, slot.dtype)
+            values = (v.values[n] if n < len(v.values) else "") or ""
+            if values not in value_classes(slot, dtype):
+                values = ""
             inputs.append(TensorInput(
                 shape=shape, dtype=dtype, layout=layout, lo=slot.lo, hi=slot.hi, seed=seed,
-                requires_grad=False,
+                requires_grad=False, values=values,
             ))
         return self.template.case(inputs, v)
+
+    def _all_free(self, n: int) -> bool:
+        """Does the sweep choose every dim of tensor ``n`` (so it may drop some)?"""
+        return all(self.contracts.is_free(n, d) for d in range(len(self.template.slots[n].shape)))
 
     def _shared(self, size: int) -> bool:
         """Is ``size`` tied across more than one free dim?"""
@@ -109,11 +124,32 @@ class Sweep:
                    for n, sl in enumerate(self.template.slots) for i, d in enumerate(sl.shape)) > 1
 
     def other_dtypes(self, dtype: str) -> list[str]:
+        """The dtypes a group of ``dtype`` tensors is retyped to: the other dtypes of its
+        class, then other classes (a schema's ``Tensor`` takes any dtype; a kernel that
+        refuses one says so, and that input is not counted)."""
         if dtype in FLOAT_DTYPES:
-            return [d for d in FLOAT_DTYPES if d != dtype]
+            return [d for d in FLOAT_DTYPES if d != dtype] + list(_ACROSS["float"])
         if dtype in INT_DTYPES:
-            return [d for d in INT_DTYPES if d != dtype]
-        return []
+            return [d for d in INT_DTYPES if d != dtype] + list(_ACROSS["int"])
+        return list(_ACROSS.get(dtype, ()))
+
+    def broadcasts(self, base) -> list[Variant]:
+        """Broadcast patterns for ops of several tensors: one dim shared with another
+        tensor made 1, and a tensor without its leading dims."""
+        free = [n for n in range(len(self.template.slots)) if n not in self.contracts.fixed]
+        if len(free) < 2:
+            return []
+        out = []
+        for n in free:
+            slot = self.template.slots[n]
+            for d, size in enumerate(slot.shape):
+                if size >= 2 and self.contracts.is_free(n, d) and self._shared(size):
+                    out.append(Variant(base, untie=((n, d, 1),), seed=9))
+            others = max(len(self.template.slots[m].shape) for m in free if m != n)
+            # Down to one dim at least: a 0-dim tensor is a scalar, another argument kind.
+            if 2 <= len(slot.shape) <= others and not slot.mutable and self._all_free(n):
+                out.append(Variant(base, drop=((n, 1),), seed=9))
+        return out
 
     # ---------------------------------------------------- deterministic edges
 
@@ -147,6 +183,15 @@ class Sweep:
             for group in self.dtype_groups:
                 for other in self.other_dtypes(group):
                     out.append(Variant(base, dtypes=((group, other),), seed=8))
+        if self.allow_values:
+            for n, slot in enumerate(self.template.slots):
+                if n in self.contracts.fixed:
+                    continue
+                for values in value_classes(slot, slot.dtype):
+                    picked = [""] * len(self.template.slots)
+                    picked[n] = values
+                    out.append(Variant(base, values=tuple(picked), seed=10))
+        out += self.broadcasts(base)
         unique, seen = [], set()
         for v in out:
             key = self.case(v).key()
@@ -165,6 +210,7 @@ class Sweep:
         n_tensors = len(self.template.slots)
         untie_slots = [(n, d) for n, slot in enumerate(self.template.slots) for d, s in enumerate(slot.shape)
                        if s >= 2 and self.contracts.is_free(n, d)]
+        droppable = sorted({n for v in self.broadcasts(self.original_sizes()) for n, _ in v.drop})
 
         @st.composite
         def variants(draw):
@@ -184,8 +230,14 @@ class Sweep:
                     if choice != group:
                         picked.append((group, choice))
                 dtypes = tuple(picked)
+            values = ()
+            if self.allow_values and n_tensors:
+                values = tuple(draw(st.sampled_from(("",) + VALUES)) for _ in range(n_tensors))
+            drop = ()
+            if droppable and draw(st.booleans()):
+                drop = ((draw(st.sampled_from(droppable)), 1),)
             seed = draw(st.integers(0, 2**16))
-            return Variant(sizes, untie, layouts, dtypes, seed)
+            return Variant(sizes, untie, layouts, dtypes, seed, values, drop)
 
         return variants()
 
@@ -195,6 +247,13 @@ class Sweep:
         """Candidates strictly simpler than ``v``, most ambitious first."""
         if v.dtypes:
             yield replace(v, dtypes=())
+        if any(v.values):
+            yield replace(v, values=())
+            for n, values in enumerate(v.values):
+                if values:
+                    yield replace(v, values=tuple("" if m == n else x for m, x in enumerate(v.values)))
+        if v.drop:
+            yield replace(v, drop=())
         if any(v.layouts):
             yield replace(v, layouts=())
             for n, layout in enumerate(v.layouts):
@@ -214,6 +273,22 @@ class Sweep:
                 yield replace(v, sizes=tuple(sizes))
 
 
+# Dtypes across classes that a group is also retyped to (Sweep.other_dtypes).
+_ACROSS = {"float": ("int64", "int32", "bool", "complex64"), "int": ("bool", "float32"),
+           "bool": ("int64", "float32"), "complex64": ("complex128", "float32"), "complex128": ("complex64",)}
+
+
+def value_classes(slot, dtype: str) -> tuple:
+    """The value classes that keep a tensor in its argument's domain. Integers are
+    often indices, bounded by the sample's range: they keep to it (zeros when 0 is
+    in it, ties, negatives when it has some), never "large"."""
+    if dtype == "bool" or dtype.startswith("complex"):
+        return ("zeros",)
+    if dtype in FLOAT_DTYPES:
+        return VALUES
+    return tuple(v for v, ok in (("zeros", slot.lo <= 0 <= slot.hi), ("ties", True), ("negative", slot.lo < 0)) if ok)
+
+
 def _smaller(size):
     # Never to 0: an empty tensor is a poor example of a bug that isn't about
     # empties (an edge variant with a 0 size keeps its 0 if that is the bug).
@@ -225,7 +300,8 @@ def _smaller(size):
 def _cost(case: Case):
     inputs = case.tensor_inputs()
     numel = sum(_prod(i.shape) for i in inputs)
-    return (numel, sum(i.layout != "contiguous" for i in inputs), sum(i.dtype != s.dtype for i, s in zip(inputs, case.template.slots)))
+    return (numel, sum(i.layout != "contiguous" for i in inputs), sum(i.dtype != s.dtype for i, s in zip(inputs, case.template.slots)),
+            sum(bool(i.values) for i in inputs))
 
 
 def _prod(shape):
@@ -370,3 +446,26 @@ def shrink(judge, sweep: Sweep, v: Variant, outcome, *, deadline: float):
 
     _, case, outcome, shrunk = _greedy_shrink(run, sweep, v, sweep.case(v), outcome, deadline)
     return case, outcome, shrunk
+
+
+def axis_of(case: Case) -> str:
+    """What about ``case`` differs from its sample, as the report names the axis that
+    revealed a failure: "dtype int32", "value zeros", "layout transposed (x1)",
+    "broadcast x1[1, 8]", "argument k=0", "shape x0[1, 3]" or "the sample"."""
+    parts = [case.template.axis] if case.template.axis else []
+    if case.inputs is None:
+        return ", ".join(parts) or "the sample"
+    slots, names = case.template.slots, case.template.names()
+    untied_to_one = {t for t, _, size in (case.variant.untie if case.variant else ()) if size == 1}
+    dtypes = dict.fromkeys(f"{i.dtype}" + (" (a mask)" if i.dtype == "bool" and s.dtype in INT_DTYPES else "")
+                           for i, s in zip(case.inputs, slots) if i.dtype != s.dtype)
+    if dtypes:
+        parts.append("dtype " + ", ".join(dtypes))
+    parts += [f"value {i.values} ({name})" for name, i in zip(names, case.inputs) if i.values]
+    parts += [f"layout {i.layout} ({name})" for name, i in zip(names, case.inputs) if i.layout != "contiguous"]
+    parts += [f"broadcast {name}{list(i.shape)}" for n, (name, i, s) in enumerate(zip(names, case.inputs, slots))
+              if len(i.shape) < len(s.shape) or n in untied_to_one]
+    if not parts:
+        changed = [f"{name}{list(i.shape)}" for name, i, s in zip(names, case.inputs, slots) if tuple(i.shape) != s.shape]
+        parts.append("shape " + ", ".join(changed) if changed else "the sample's shapes")
+    return ", ".join(parts)

@@ -37,7 +37,8 @@ def test_make_is_deterministic_and_lays_out_as_asked():
 def test_sweep_ties_equal_sizes_and_reaches_the_edge_sizes():
     sweep = _sweep(correct, "mm")  # a (4, 8) @ b (8, 3): the inner 8s are one symbol
     assert sweep.symbols == [3, 4, 8]
-    shapes = [tuple(i.shape for i in sweep.case(v).tensor_inputs()) for v in sweep.edges()]
+    # (variants that drop a tensor's leading dim, to broadcast, are another test's)
+    shapes = [tuple(i.shape for i in sweep.case(v).tensor_inputs()) for v in sweep.edges() if not v.drop]
     tied = [s for s in shapes if s[0][1] == s[1][0]]
     assert len(tied) > len(shapes) // 2
     assert any(s[0][1] != s[1][0] for s in shapes), "some variant unties the inner dims (mixed sizes)"
@@ -46,7 +47,50 @@ def test_sweep_ties_equal_sizes_and_reaches_the_edge_sizes():
     layouts = {i.layout for v in sweep.edges() for i in sweep.case(v).tensor_inputs()}
     assert layouts == {"contiguous", "transposed", "sliced", "expanded"}
     dtypes = {i.dtype for v in sweep.edges() for i in sweep.case(v).tensor_inputs()}
-    assert {"float64", "float16", "bfloat16"}.issubset(dtypes)
+    assert {"float64", "float16", "bfloat16", "int64", "int32", "bool", "complex64"}.issubset(dtypes)
+    values = {i.values for v in sweep.edges() for i in sweep.case(v).tensor_inputs()}
+    assert values == {"", "zeros", "ties", "negative", "large"}
+
+
+def test_broadcast_patterns_make_a_shared_dim_1_or_drop_leading_dims():
+    sweep = _sweep(correct, "scaled_add")  # x (4, 8), y (4, 8)
+    shapes = {tuple(tuple(i.shape) for i in sweep.case(v).tensor_inputs()) for v in sweep.broadcasts((4, 8))}
+    assert {((1, 8), (4, 8)), ((4, 1), (4, 8)), ((4, 8), (1, 8)), ((8,), (4, 8)), ((4, 8), (8,))} <= shapes
+    assert _sweep(correct, "row_softmax").broadcasts((4, 8)) == [], "one tensor: nothing to broadcast against"
+
+
+def test_value_classes_keep_integer_indices_in_their_range():
+    from symfuzz.opcheck.inputs import TensorSlot
+    from symfuzz.opcheck.variants import value_classes
+
+    index = TensorSlot((4,), "int64", "cpu", 0.0, 3.0, False, False)
+    assert value_classes(index, "int64") == ("zeros", "ties")  # never negative or large: out of bounds
+    signed = TensorSlot((4,), "int64", "cpu", -3.0, 3.0, False, False)
+    assert value_classes(signed, "int64") == ("zeros", "ties", "negative")
+    assert value_classes(index, "bool") == ("zeros",)
+    x = TensorInput((64,), "float32", lo=-1.0, hi=1.0, seed=3)
+    assert not torch.any(x.build() == 0)
+    from dataclasses import replace
+
+    assert torch.all(replace(x, values="zeros").build() == 0)
+    ties = replace(x, values="ties").build()
+    assert set(ties.tolist()) <= {-1.0, 0.0, 1.0} and len(set(ties.tolist())) == 3
+    assert torch.all(replace(x, values="negative").build() <= 0)
+    assert replace(x, values="large").build().abs().max() > 1000
+    assert "values='zeros'" in replace(x, values="zeros").code()
+
+
+def test_the_axis_of_a_case_names_what_differs_from_the_sample():
+    from symfuzz.opcheck.variants import axis_of
+
+    sweep = _sweep(correct, "scaled_add")
+    assert axis_of(sweep.template.original()) == "the sample"
+    assert axis_of(sweep.case(Variant((4, 8), dtypes=(("float32", "int32"),)))) == "dtype int32"
+    assert axis_of(sweep.case(Variant((4, 8), values=("zeros", "")))) == "value zeros (x0)"
+    assert axis_of(sweep.case(Variant((4, 8), layouts=("", "transposed")))) == "layout transposed (x1)"
+    assert axis_of(sweep.case(Variant((4, 8), untie=((1, 0, 1),)))) == "broadcast x1[1, 8]"
+    assert axis_of(sweep.case(Variant((4, 8), drop=((0, 1),)))) == "broadcast x0[8]"
+    assert axis_of(sweep.case(Variant((1, 3)))) == "shape x0[1, 3], x1[1, 3]"
 
 
 def test_inputs_the_op_writes_to_are_never_expanded():

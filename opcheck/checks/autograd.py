@@ -13,6 +13,8 @@ inputs of the swept shapes.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.utils._pytree as pytree
 from torch.autograd.gradcheck import GradcheckError
@@ -39,6 +41,39 @@ def weighted_sum(outputs, seed=0):
     return total
 
 
+def _is_missing_formula(exc: BaseException) -> bool:
+    return any(m.lower() in str(exc).lower() for m in _MISSING)
+
+
+def missing_autograd(op, templates) -> str:
+    """Why ``op`` is not differentiable, or "": its outputs require grad on a sample
+    whose floating inputs do, and backward raises for want of a formula (a custom op
+    without register_autograd). An op with no floating input or output, or whose
+    backward works or raises something else, is not called non-differentiable here:
+    the checks judge it."""
+    for template in templates:
+        grads = float_slots(template)
+        if not grads:
+            continue
+        real = run_real(op, template.original(), requires_grad=grads)
+        if real is REJECTED:
+            continue
+        args, kwargs, out = real
+        outs = [o for o in differentiable_outputs(out) if o.requires_grad]
+        inputs = [a for a in _tensors(args, kwargs) if a.requires_grad]
+        if not outs or not inputs:
+            continue
+        try:
+            with warnings.catch_warnings():
+                # An op registered below the Autograd key warns here; autograd_registration reports that.
+                warnings.simplefilter("ignore")
+                torch.autograd.grad(weighted_sum(outs), inputs, allow_unused=True)
+        except RuntimeError as exc:
+            return first_line(exc) if _is_missing_formula(exc) else ""
+        return ""
+    return ""
+
+
 class _OnFloatInputs:
     """A judge for ops with floating inputs to differentiate."""
 
@@ -50,6 +85,14 @@ class _OnFloatInputs:
 
 
 class AutogradRegistrationCheck(_OnFloatInputs):
+    """PyTorch's registration check, then a backward. An op without a gradient
+    formula passes unless ``require`` (the author opted in): it is *not
+    differentiable*, which the report says once (opcheck.api)."""
+
+    def __init__(self, op, *, require: bool = False):
+        super().__init__(op)
+        self.require = require
+
     def __call__(self, case: Case):
         grads = float_slots(case.template)
         real = run_real(self.op, case, requires_grad=grads)
@@ -69,11 +112,13 @@ class AutogradRegistrationCheck(_OnFloatInputs):
         try:
             torch.autograd.grad(weighted_sum(outs), inputs, allow_unused=True)
         except RuntimeError as exc:
-            if any(m.lower() in str(exc).lower() for m in _MISSING):
-                return Problem("missing-autograd", "outputs require grad but backward fails: " + first_line(exc)
-                               + "\nregister a backward with torch.library.register_autograd (or make the op "
-                               "non-differentiable on purpose: mark outputs non-differentiable)")
-            return Problem("backward-raised", "backward raised: " + first_line(exc))
+            if not _is_missing_formula(exc):
+                return Problem("backward-raised", "backward raised: " + first_line(exc))
+            if not self.require:
+                return None  # not differentiable, and that was not required: the report's info says so
+            return Problem("missing-autograd", "autograd is required, but outputs require grad and backward fails: "
+                           + first_line(exc) + "\nregister a backward with torch.library.register_autograd "
+                           "(or stop requiring autograd for this op)")
         return None
 
 
@@ -125,15 +170,15 @@ class GradientCheck(_OnFloatInputs):
                            + ("" if precise else " (float32: the op rejects float64)") + ":\n"
                            + "\n".join(lines[:12]))
         except RuntimeError as exc:
-            if any(m.lower() in str(exc).lower() for m in _MISSING):
-                return None  # autograd_registration reports a missing backward
+            if _is_missing_formula(exc):
+                return None  # not differentiable: autograd_registration and the report's info say so
             return Problem("backward-raised", "backward raised: " + first_line(exc))
         return None
 
 
 def autograd_registration_judge(op, runner, template):
     """The autograd_registration check's judge (opcheck.checklist)."""
-    return AutogradRegistrationCheck(op)
+    return AutogradRegistrationCheck(op, require=runner.require_autograd)
 
 
 def gradient_judge(op, runner, template):

@@ -20,6 +20,7 @@ class OpCheckUsageError(Exception):
 class Problem:
     kind: str
     message: str
+    axis: str = ""  # the sweep axis the judge itself varied ("device meta"); "" lets the runner name it from the input
 
 
 def resolve_op(op) -> torch._ops.OpOverload:

@@ -15,6 +15,7 @@ that an output size that depends on the input *values* is an unbacked size.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import sympy
 import torch
@@ -32,7 +33,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from symfuzz.opcheck.checklist import FAKETENSOR
 from symfuzz.opcheck.checks.common import Problem, first_line, run_real, tensor_leaves
 from symfuzz.opcheck.inputs import Case, TensorInput
-from symfuzz.opcheck.variants import REJECTED
+from symfuzz.opcheck.variants import REJECTED, value_classes
 
 _READS_DATA = re.compile(
     r"DataDependentOutputException|GuardOnDataDependentSymNode|data.?ptr|local_scalar_dense|\.item\(\)|"
@@ -166,13 +167,15 @@ def _fmt(shape):
 class DataDependence:
     """Which output dims change with the input *values* at fixed input shapes.
 
-    Runs the real kernel again on redrawn values, and on inputs filled with the
+    Runs the real kernel again on redrawn values, on inputs filled with the
     low and the high end of the sample's range (a filter like ``x[x > 0]``
-    then returns nothing and everything)."""
+    then returns nothing and everything), and on the value classes zeros and
+    ties (a count of nonzeros, of distinct values, moves only there)."""
 
     def __init__(self, op):
         self.op = op
         self.memo: dict = {}
+        self.revealed: dict = {}  # memo key -> {(path, dim): the redraw that first moved it}
 
     def dims(self, case: Case, real_out) -> dict:
         """{(path, dim): [sizes seen]} for dims that varied."""
@@ -187,10 +190,14 @@ class DataDependence:
                 for d, size in enumerate(leaf.shape):
                     seen[(path, d)] = [int(size)]
         specs = case.tensor_inputs()
-        redraws = [
-            [_reseed(s, 7919 + k) for s in specs] for k in range(2)
-        ] + [[_fill(s, "lo") for s in specs], [_fill(s, "hi") for s in specs]]
-        for inputs in redraws:
+        slots = case.template.slots
+        redraws = [("values redrawn", [_reseed(s, 7919 + k) for s in specs]) for k in range(2)]
+        redraws += [("value low end", [_fill(s, "lo") for s in specs]), ("value high end", [_fill(s, "hi") for s in specs])]
+        for values in ("zeros", "ties"):
+            redraws.append((f"value {values}", [replace(s, values=values) if values in value_classes(slot, s.dtype)
+                                                 else s for s, slot in zip(specs, slots)]))
+        revealed = {}
+        for label, inputs in redraws:
             outcome = run_real(self.op, case.template.case(inputs))
             if outcome is REJECTED:
                 continue
@@ -199,18 +206,24 @@ class DataDependence:
                     for d, size in enumerate(leaf.shape):
                         if (path, d) in seen and int(size) not in seen[(path, d)]:
                             seen[(path, d)].append(int(size))
+                            revealed.setdefault((path, d), label)
         varied = {k: v for k, v in seen.items() if len(v) > 1}
         self.memo[key] = varied
+        self.revealed[key] = revealed
         return varied
+
+    def revealed_by(self, case: Case, path, dim) -> str:
+        """The redraw that first showed (path, dim) depends on values ("value zeros"), after dims()."""
+        return self.revealed.get((id(case.template), case.key()), {}).get((path, dim), "")
 
 
 def _reseed(spec: TensorInput, seed: int) -> TensorInput:
-    return TensorInput(spec.shape, spec.dtype, spec.layout, spec.lo, spec.hi, spec.seed + seed, False)
+    return replace(spec, seed=spec.seed + seed, requires_grad=False, values="")
 
 
 def _fill(spec: TensorInput, end: str) -> TensorInput:
     v = spec.lo if end == "lo" else spec.hi
-    return TensorInput(spec.shape, spec.dtype, spec.layout, v, v, spec.seed, False)
+    return replace(spec, lo=v, hi=v, requires_grad=False, values="")
 
 
 # ------------------------------------------------------------------ judges
@@ -232,8 +245,20 @@ class FakeTensorCheck:
         # checks they are unbacked); here they only must not be compared.
         skip = self.dependence.dims(case, real[2])
         real_inputs = [t for t in pytree.tree_leaves((tuple(real[0]), dict(real[1]))) if isinstance(t, torch.Tensor)]
-        return (compare_aliasing(real[2], real_inputs, out, fake_inputs_seen)
-                or compare_outputs(real[2], out, skip_dims=set(skip)))
+        problem = (compare_aliasing(real[2], real_inputs, out, fake_inputs_seen)
+                   or compare_outputs(real[2], out, skip_dims=set(skip)))
+        if problem is not None and problem.kind == "wrong-dtype" and _retyped(case):
+            problem.message += (f"\nThe real kernel accepts {_retyped(case)} inputs. If it should not, refuse them "
+                                "(torch._check(x.is_floating_point()), say); else the fake kernel must give the "
+                                "dtype the real one does (torch.result_type, promotion)")
+        return problem
+
+
+def _retyped(case: Case) -> str:
+    """The dtypes ``case`` gave tensors in place of the sample's, e.g. "int64" ("" if none)."""
+    if case.inputs is None:
+        return ""
+    return ", ".join(dict.fromkeys(i.dtype for i, s in zip(case.inputs, case.template.slots) if i.dtype != s.dtype))
 
 
 class SymbolicFakeCheck:
@@ -269,6 +294,7 @@ class SymbolicFakeCheck:
                     f"{path} dim {d} depends on the input values (the real kernel gave sizes {sizes} for the same "
                     f"input shapes) but the fake kernel returned {_pretty(size, shape_env)}, which is not an unbacked "
                     f"size.\nUse torch.library.get_ctx().new_dynamic_size() for it.",
+                    axis=self.dependence.revealed_by(case, path, d),
                 )
         pinning, others = [], []
         for guard in guards:

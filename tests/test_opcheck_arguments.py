@@ -1,0 +1,71 @@
+"""Argument kinds: samples derived from one by changing a non-tensor argument (opcheck.arguments)."""
+
+from typing import Optional
+
+import torch
+
+from symfuzz import opcheck
+from symfuzz.opcheck.api import derived_templates, sample_templates
+
+NS = "symfuzz_args"
+
+
+@torch.library.custom_op(f"{NS}::knobs", mutates_args=())
+def knobs(x: torch.Tensor, k: int, scale: float, flag: bool, n: Optional[int] = None,
+          bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    out = x * scale if flag else x.clone()
+    if bias is not None:
+        out = out + bias
+    return out[..., : max(k, 0)] if n is None else out
+
+
+@knobs.register_fake
+def _(x, k, scale, flag, n=None, bias=None):
+    if n is not None:
+        return torch.empty_like(x)
+    width = torch.sym_max(k, 0)
+    return x.new_empty(*x.shape[:-1], torch.sym_min(width, x.shape[-1]))
+
+
+def _labels(op, args, kwargs=None):
+    templates, error, _ = sample_templates(op, [(args, kwargs or {})])
+    assert not error
+    return [t.axis for t in derived_templates(op, templates)]
+
+
+def test_each_scalar_goes_to_its_boundaries_and_optionals_are_given_or_dropped():
+    x = torch.randn(4, 8)
+    labels = _labels(torch.ops.symfuzz_args.knobs.default, (x, 3, 0.5, True))
+    assert {"argument k=0", "argument k=1", "argument k=-1", "argument k=4"} <= set(labels)
+    assert {"argument scale=0.0", "argument scale=-0.5", "argument scale=10000.0"} <= set(labels)
+    assert "argument flag=False" in labels
+    assert {"argument n=1", "argument n=4", "argument n=8", "argument n=16"} <= set(labels)
+    assert {"argument bias given [4, 8]", "argument bias given [8]", "argument bias given []"} <= set(labels)
+    given = _labels(torch.ops.symfuzz_args.knobs.default, (x, 3, 0.5, True), {"n": 2})
+    assert "argument n=None" in given
+
+
+def test_a_derived_sample_the_kernel_refuses_is_dropped():
+    @torch.library.custom_op(f"{NS}::positive_k", mutates_args=())
+    def positive_k(x: torch.Tensor, k: int) -> torch.Tensor:
+        if k <= 0:
+            raise ValueError("k must be positive")
+        return x[..., :k].clone()
+
+    positive_k.register_fake(lambda x, k: x.new_empty(*x.shape[:-1], min(k, x.shape[-1])))
+    labels = _labels(torch.ops.symfuzz_args.positive_k.default, (torch.randn(4, 8), 3))
+    assert labels == ["argument k=1", "argument k=4"]
+
+
+def test_a_bug_only_an_argument_value_shows_is_found_and_named():
+    @torch.library.custom_op(f"{NS}::last_k", mutates_args=())
+    def last_k(x: torch.Tensor, k: int) -> torch.Tensor:
+        return x[..., -k:].clone(memory_format=torch.contiguous_format)  # k=0: Python's -0 takes everything
+
+    last_k.register_fake(lambda x, k: x.new_empty(*x.shape[:-1], torch.sym_min(k, x.shape[-1])))
+    op = torch.ops.symfuzz_args.last_k.default
+    report = opcheck.check(op, [((torch.randn(4, 8), 3), {})], checks=["faketensor"], budget=20)
+    (failure,) = report.failures
+    assert failure.kind == "wrong-shape" and failure.axis.startswith("argument k=0"), report.format(repro=False)
+    assert "3" not in failure.repro.split("args, kwargs = inputs()")[0].split("return")[-1]
+    assert opcheck.check(op, [((torch.randn(4, 8), 3), {})], checks=["faketensor"], sweep=False).ok
