@@ -9,7 +9,9 @@ import or the op's lookup fails it prints "could not run: ..." and exits 2,
 apart from 1 (an exception: the bug reproduced) and 0 (it passed). The
 Inductor check's snippet also inlines the check's own run
 (``opcheck.checks.compile.run_collecting``, ``float64_inputs``) and the
-judging function (``script_runtime.compare``), so it agrees with the check.
+judging function (``script_runtime.compare``), so it agrees with the check;
+so do the snippets of the mutation, fake_device and layout_consistency
+checks, with their own pieces (``_HELPERS``).
 """
 
 from __future__ import annotations
@@ -19,13 +21,25 @@ import sys
 import torch
 
 from symfuzz.corpus.scripts import EXIT_INVALID, RUNTIME, render_snippet
-from symfuzz.opcheck.checklist import (AOT_DISPATCH_DYNAMIC, AUTOGRAD_REGISTRATION, BY_NAME, FAKETENSOR, GRADIENT,
-                                       INDUCTOR_DYNAMIC, NO_GRADS, SCHEMA, SYMBOLIC_FAKE)
+from symfuzz.opcheck.checklist import (AOT_DISPATCH_DYNAMIC, AUTOGRAD_REGISTRATION, BY_NAME, FAKE_DEVICE, FAKETENSOR,
+                                       GRADIENT, INDUCTOR_DYNAMIC, LAYOUT_CONSISTENCY, MUTATION, NO_GRADS, SCHEMA,
+                                       SYMBOLIC_FAKE)
 from symfuzz.opcheck.inputs import Case
 from symfuzz.opcheck.provenance import import_root, registering_modules
 
 # Where the Inductor check's own run lives (its snippet inlines it).
 _INDUCTOR_CHECK = "symfuzz.opcheck.checks.compile"
+
+# The project code a check's snippet inlines (its own pieces, so that the snippet
+# judges as the check did), beyond make_input, which every snippet has.
+_HELPERS = {
+    INDUCTOR_DYNAMIC.name: [(RUNTIME, ["compare"]), (_INDUCTOR_CHECK, ["run_collecting", "float64_inputs"])],
+    MUTATION.name: [("symfuzz.opcheck.checks.mutation", ["storage_bytes", "view_bytes"])],
+    FAKE_DEVICE.name: [("symfuzz.opcheck.checks.device", ["strided_like", "NEEDS_SHAPE_ENV"])],
+    LAYOUT_CONSISTENCY.name: [(RUNTIME, ["compare"]), ("symfuzz.opcheck.checks.layout", ["run_laid_out"])],
+}
+# The checks whose snippet needs to know which inputs the op may write to (MUTABLE).
+_NEEDS_MUTABLE = (INDUCTOR_DYNAMIC.name, MUTATION.name, LAYOUT_CONSISTENCY.name)
 
 
 def op_module(op) -> str | None:
@@ -134,13 +148,11 @@ def render(check: str, kind: str, op, case: Case, *, grads=frozenset()) -> str:
         options["requires_grad"] = grads
     if spec.repro_dtype:
         options["dtype"] = spec.repro_dtype
-    helpers = []
     body = _BODIES[check](kind)
-    if check == INDUCTOR_DYNAMIC.name:
-        helpers = [(RUNTIME, ["compare"]), (_INDUCTOR_CHECK, ["run_collecting", "float64_inputs"])]
+    if check in _NEEDS_MUTABLE:
         mutable = sorted(n for n, slot in enumerate(case.template.slots) if slot.mutable)
         body = f"MUTABLE = {mutable!r}  # the inputs the schema lets the op write to\n" + body
-    return _snippet(op, case, body, f"{check} ({kind})", helpers=helpers, **options)
+    return _snippet(op, case, body, f"{check} ({kind})", helpers=_HELPERS.get(check, []), **options)
 
 
 def _schema(kind):
@@ -289,12 +301,99 @@ print("compiled matches eager")
 """
 
 
+def _mutation(kind):
+    return """
+tensors = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+versions, before = [t._version for t in tensors], [storage_bytes(t) for t in tensors]  # the whole storage
+with torch.no_grad():
+    op(*args, **kwargs)
+for n, t in enumerate(tensors):
+    changed = storage_bytes(t) != before[n]
+    if n in MUTABLE:
+        outside = changed & ~view_bytes(t, changed.numel())
+        assert not outside.any(), (f"x{n}: the op wrote {int(outside.sum())} byte(s) of storage outside the view "
+                                   f"(sizes {list(t.shape)}, strides {list(t.stride())}, offset {t.storage_offset()})")
+    else:
+        assert t._version == versions[n], f"x{n} is not declared mutable, but its version counter moved: the op writes to it"
+        assert not changed.any(), f"x{n} is not declared mutable, but {int(changed.sum())} byte(s) of its storage changed"
+print("no undeclared write")
+"""
+
+
+def _device(kind):
+    return """
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+real = op(*args, **kwargs)
+
+
+def same_metadata(real, out, device):
+    for r, f in zip(torch.utils._pytree.tree_leaves(real), torch.utils._pytree.tree_leaves(out)):
+        if not isinstance(r, torch.Tensor):
+            continue
+        print(f"real {r.dtype}{list(r.shape)} strides {r.stride()} | on {device}: {f.device} {f.dtype}{list(f.shape)} "
+              f"strides {f.stride()}")
+        assert f.device.type == device, f"on {device} inputs the fake kernel returned a tensor on {f.device}"
+        sizes = [s if isinstance(s, int) else None for s in f.shape]  # None: a data-dependent size
+        assert f.dtype == r.dtype and len(sizes) == r.dim(), "dtype or rank differs"
+        assert all(s in (None, rs) for s, rs in zip(sizes, r.shape)), "shape differs"
+        if None not in sizes:
+            assert all(f.stride(d) == r.stride(d) for d in range(r.dim()) if r.shape[d] > 1), "strides differ"
+
+
+# (a) meta tensors with the inputs' sizes, strides and storage offsets
+meta_args, meta_kwargs = torch.utils._pytree.tree_map_only(
+    torch.Tensor, lambda t: strided_like(t, "meta"), (args, kwargs))
+try:
+    meta = op(*meta_args, **meta_kwargs)
+except Exception as exc:
+    if not NEEDS_SHAPE_ENV.search(f"{type(exc).__name__}: {exc}"):
+        raise
+    print("data-dependent output sizes need a ShapeEnv: not judged on meta tensors")
+else:
+    same_metadata(real, meta, "meta")
+# (b) FakeTensors on cuda (no GPU needed)
+with FakeTensorMode(shape_env=ShapeEnv()):
+    fake_args, fake_kwargs = torch.utils._pytree.tree_map_only(
+        torch.Tensor, lambda t: strided_like(t, "cuda"), (args, kwargs))
+    fake = op(*fake_args, **fake_kwargs)
+same_metadata(real, fake, "cuda")
+print("the fake kernel agrees on meta and on fake cuda tensors")
+"""
+
+
+def _layout(kind):
+    return """
+def run(contiguous=False, float64=False):
+    \"\"\"(outputs, mutated inputs) of fresh inputs, as laid out or made contiguous, as the check runs them.\"\"\"
+    args, kwargs = inputs()
+    return run_laid_out(op, args, kwargs, MUTABLE, contiguous=contiguous, float64=float64)
+
+
+def reference():  # the fp64 reference, for outputs that differ only by rounding
+    try:
+        return run(contiguous=True, float64=True)
+    except Exception:
+        return None
+
+
+# compare() calls its first argument "eager" (here: contiguous) and its second "compiled" (here: as laid out)
+diff = compare(run(contiguous=True), run(), reference)  # paths: out[0] outputs, out[1] mutated inputs
+assert diff is None, f"op(x) differs from op(x.contiguous()): {diff['symptom']} at {diff['path']}: {diff['detail']}"
+print("op(x) matches op(x.contiguous())")
+"""
+
+
 # Each check's snippet body (every check of opcheck.checklist has one).
 _BODIES = {
     SCHEMA.name: _schema,
+    MUTATION.name: _mutation,
     AUTOGRAD_REGISTRATION.name: _autograd,
     FAKETENSOR.name: _fake,
     SYMBOLIC_FAKE.name: _symbolic,
+    FAKE_DEVICE.name: _device,
+    LAYOUT_CONSISTENCY.name: _layout,
     GRADIENT.name: _gradient,
     AOT_DISPATCH_DYNAMIC.name: _aot,
     INDUCTOR_DYNAMIC.name: _inductor,
