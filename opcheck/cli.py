@@ -7,7 +7,10 @@
 Samples come from a calls file (recorded by ``pytest --opcheck``); an op
 without one gets a sample made from its schema. Each op is checked in a
 child process (``opcheck.runner``), so a crashing kernel is a result, not the
-end of the run. Exit codes: see EXIT_CODES (the --help epilog).
+end of the run. An op with no autograd formula is reported as not
+differentiable (an info line), not as a failure, unless --require-autograd or
+the store's per-op "require_autograd" setting asks for one. Exit codes: see
+EXIT_CODES (the --help epilog).
 """
 
 from __future__ import annotations
@@ -83,6 +86,10 @@ def add_parser(sub, duration):
     p.add_argument("--fixed", action="append", default=[], metavar="NS::OP=ARG[,ARG]",
                    help="tensor arguments the sweep must not resize (a lookup table, a codebook); NS::OP= holds "
                         "none fixed; repeatable (default: inferred from the recorded calls)")
+    p.add_argument("--require-autograd", action="store_true",
+                   help="a missing gradient formula is a failure, on every op checked (default: off: an op with no "
+                        "autograd formula is reported as not differentiable, an info line, and the checks that need "
+                        "gradients skip; a store entry \"require_autograd\" under an op turns it on for that op)")
     p.add_argument("--quiet", action="store_true", help="only the summary")
     return p
 
@@ -187,12 +194,14 @@ def _run(args) -> int:
     unknown = sorted(set(fixed) - {normalize_op(op) for op in ops})
     if unknown:
         raise OpcheckUsage(f"--fixed names {', '.join(unknown)}, which is not among the ops to check")
+    # The flag requires autograd of every op; the store, of the ops it names.
+    required = [op for op in ops if args.require_autograd or (store is not None and store.requires_autograd(op))]
     task = Task(ops=ops, calls_file=str(args.calls_file) if args.calls_file else None, modules=list(args.module),
                 extra_modules=header.get("extra_modules", []), libraries=header.get("libraries", []),
                 registrations=header.get("registrations", {}),
                 fixed={op: fixed[normalize_op(op)] for op in ops if normalize_op(op) in fixed},
                 sys_path=list(sys.path), checks=checks, budget=args.budget, seed=args.seed, sweep=not args.no_sweep,
-                timeout=args.op_timeout)
+                timeout=args.op_timeout, require_autograd=required)
     print(f"symfuzz opcheck: {len(ops)} op(s)" + (f", samples from {args.calls_file}" if args.calls_file else ""),
           file=sys.stderr)
 
@@ -245,11 +254,13 @@ def _summarize(reports, store, args, apply_results) -> int:
             if outcome in ("failed", "xpassed"):
                 unexpected += 1
         print(f"{report.op}: " + ", ".join(marks) + f"  ({report.seconds:.1f}s)")
+        for line in dict.fromkeys(report.info):  # notes on the op (not differentiable, ...): never a failure
+            print(f"  info: {line}")
         for failure in report.failures:
             if expected.judge(report.op, failure.check, False) == "xfailed":
                 continue
             path = _write_repro(args.repro_dir, report.op, failure)
-            print(f"  FAIL {failure.check} [{failure.kind}]")
+            print(f"  FAIL {failure.check} [{failure.kind}]" + (f" revealed by {failure.axis}" if failure.axis else ""))
             print(f"    input: {failure.input}" + ("  (shrunk)" if failure.shrunk else ""))
             for line in failure.message.splitlines()[:8]:
                 print(f"    {line}")

@@ -13,6 +13,10 @@ result, not the end of the session). Each (op, check) result is
 judged against the xfail store (``opcheck.store``, PyTorch's failures_dict.json
 format): an unexpected failure, or an unexpected success (strict, as in
 PyTorch), fails the run; ``--opcheck-accept`` rewrites the store instead.
+An op with no autograd formula is reported as not differentiable (an info line
+in the summary), not as a failure, unless ``--opcheck-require-autograd`` (ini
+``opcheck_require_autograd``) or the store's per-op ``require_autograd`` setting
+asks for one.
 Stage 2, ``symfuzz opcheck --from <calls file>``, reruns the checks without the suite.
 
 pytest-xdist: each worker records and checks the ops its own tests called, writes
@@ -85,6 +89,11 @@ def pytest_addoption(parser):
     group.addoption("--opcheck-in-process", action="store_true", default=None,
                     help="check the ops in the pytest process itself, without crash isolation: a kernel that "
                          "crashes on a swept input then ends the session (ini: opcheck_in_process)")
+    group.addoption("--opcheck-require-autograd", action="store_true", default=None,
+                    help="a missing gradient formula is a failure, on every op checked (default: off: an op with "
+                         "no autograd formula is reported as not differentiable, an info line, and the checks that "
+                         "need gradients skip; a store entry \"require_autograd\" under an op turns it on for that "
+                         "op; ini: opcheck_require_autograd)")
     parser.addini("opcheck", "record and check custom ops (as --opcheck)", type="bool", default=False)
     parser.addini("opcheck_namespaces", "op namespaces to record and check, comma-separated", default="")
     parser.addini("opcheck_store", "xfail store path, relative to rootdir", default="")
@@ -94,6 +103,8 @@ def pytest_addoption(parser):
     parser.addini("opcheck_fixed", "NS::OP=ARG[,ARG] per line: arguments held fixed", type="linelist", default=[])
     parser.addini("opcheck_in_process", "check ops in the pytest process (no crash isolation)", type="bool",
                   default=False)
+    parser.addini("opcheck_require_autograd", "a missing gradient formula is a failure, on every op (default false)",
+                  type="bool", default=False)
 
 
 @dataclass
@@ -107,6 +118,11 @@ class Settings:
     budget: float
     fixed: dict  # {op: [argument names]} from the command line or ini; markers add theirs
     in_process: bool
+    require_autograd: bool = False  # every op: a missing gradient formula is a failure
+    store_requires: frozenset = frozenset()  # the ops (normalized) whose store entry requires autograd
+
+    def requires_autograd(self, op) -> bool:
+        return self.require_autograd or normalize_op(op) in self.store_requires
 
 
 def _option(config, name, ini):
@@ -163,14 +179,17 @@ def _settings(config) -> Settings | None:
     settings = Settings(namespaces=namespaces, store=root / store if store else None, accept=accept,
                         calls=root / calls, record_only=bool(config.getoption("opcheck_record_only")),
                         checks=checks, budget=budget, fixed=fixed,
-                        in_process=bool(_option(config, "opcheck_in_process", "opcheck_in_process")))
+                        in_process=bool(_option(config, "opcheck_in_process", "opcheck_in_process")),
+                        require_autograd=bool(_option(config, "opcheck_require_autograd", "opcheck_require_autograd")))
     if settings.store is not None:
         try:
-            XfailStore.load(settings.store)  # a broken store should stop the run now, not after the tests
+            store = XfailStore.load(settings.store)  # a broken store should stop the run now, not after the tests
             if accept:
                 XfailStore.check_writable(settings.store)
         except StoreError as exc:
             raise pytest.UsageError(f"--opcheck-store: {exc}") from None
+        # Read once, here: accept mode never changes these settings, so the end of the run would read the same.
+        settings.store_requires = frozenset(op for op in store.data if store.requires_autograd(op))
     if settings.calls.is_dir():
         raise pytest.UsageError(f"--opcheck-calls: {settings.calls} is a folder; name the file to write the calls to")
     return settings
@@ -202,6 +221,7 @@ def merge_reports(reports):
             continue
         have.samples += report.samples
         have.seconds += report.seconds
+        have.info += [line for line in report.info if line not in have.info]
         for name, result in report.results.items():
             mine = have.results.get(name)
             rank = {"failed": 2, "passed": 1, "skipped": 0}
@@ -510,7 +530,8 @@ class OpcheckSession:
                     extra_modules=header.get("extra_modules", []), libraries=header.get("libraries", []),
                     registrations=header.get("registrations", {}), fixed=fixed,
                     sys_path=[str(Path.cwd()), *header.get("paths", []), *sys.path], checks=self.settings.checks,
-                    budget=self.settings.budget)
+                    budget=self.settings.budget,
+                    require_autograd=[op for op in isolated if self.settings.requires_autograd(op)])
 
         def started(op, out=out):
             if out is not None:
@@ -545,7 +566,8 @@ class OpcheckSession:
             # warnings; they would crowd the user's warnings summary.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                report = check(op, samples, checks=self.settings.checks, budget=self.settings.budget, fixed=fixed)
+                report = check(op, samples, checks=self.settings.checks, budget=self.settings.budget, fixed=fixed,
+                               require_autograd=self.settings.requires_autograd(op))
         except OpCheckUsageError as exc:
             report = Report(op=op, samples=len(samples), error=str(exc))
         except Exception as exc:  # noqa: BLE001 - one op that opcheck can't handle must not crash the session
@@ -641,7 +663,9 @@ class OpcheckSession:
             by_op.setdefault(o.op, []).append(o)
         for report in self.errors:
             tr.write_line(f"{report.op}: ERROR not checked: {report.error}", red=True, bold=True)
-        contracts = {r.op: r.contracts for r in merge_reports(self.reports).values()}
+        merged = merge_reports(self.reports).values()
+        contracts = {r.op: r.contracts for r in merged}
+        info = {r.op: r.info for r in merged}
         for op, outcomes in by_op.items():
             bad = any(o.outcome in _FAILING for o in outcomes)
             verdict = ("accepted" if self.settings.accept else "FAILED") if bad else "ok"
@@ -650,6 +674,8 @@ class OpcheckSession:
             tr.write_line(f"{op}: {verdict}  [{marks}]", red=bad and not self.settings.accept, green=not bad)
             for line in contracts.get(op, []):
                 tr.write_line(f"  contract {line}")
+            for line in dict.fromkeys(info.get(op, [])):  # notes on the op (not differentiable, ...): never a failure
+                tr.write_line(f"  info: {line}")
         for o in self.outcomes:
             if o.outcome == "xfailed":
                 tr.write_line(f"xfailed {o.op} {o.check}: {o.comment or 'expected to fail (store)'}")
@@ -657,7 +683,8 @@ class OpcheckSession:
             if o.outcome == "failed":
                 for f in o.result.failures[:1]:
                     head = "accepted as xfail:" if self.settings.accept else "FAILED"
-                    tr.write_line(f"{head} {o.op} {o.check} [{f.kind}]", red=not self.settings.accept, bold=True)
+                    axis = f" revealed by {f.axis}" if f.axis else ""
+                    tr.write_line(f"{head} {o.op} {o.check} [{f.kind}]{axis}", red=not self.settings.accept, bold=True)
                     tr.write_line(f"  input: {f.input}" + ("  (shrunk)" if f.shrunk else ""))
                     for line in f.message.strip().splitlines()[:6]:
                         tr.write_line(f"  {line}")

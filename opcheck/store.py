@@ -13,6 +13,18 @@ check named after ``test_`` so an existing PyTorch file migrates without edits.
 (PyTorch's ``generate_opcheck_tests`` validator wants ``Class.test`` names, so it
 would refuse our bare keys: a store is shared for reading, not for that generator.)
 
+One more key under an op is a setting, not a check: ``"require_autograd"`` makes a
+missing gradient formula on that op a failure (by default an op without one is
+reported as not differentiable, an info line, and the gradient checks skip)::
+
+    "mylib::op": {"require_autograd": {"comment": "trained through: needs a backward",
+                                       "status": "required"}}
+
+Its status must be ``"required"``; a human writes it, with the reason in the
+comment. Accept mode never adds, removes or changes it, and it is no check's
+expected result. PyTorch's ``FailuresDict`` still loads such a file (it is the same
+JSON shape).
+
 The checks it knows are opcheck.checklist's. No torch here (the standard library,
 corpus.atomic and opcheck.checklist only): the pytest plugin imports this module and must
 not import torch.
@@ -32,6 +44,9 @@ DESCRIPTION = (
 )
 # "success" is accepted when reading (a natural thing to type) but written as PyTorch's "xsuccess".
 _READ_STATUSES = {"xfail": "xfail", "skip": "skip", "xsuccess": "xsuccess", "success": "xsuccess"}
+# The per-op setting beside the checks' entries (see the module docstring): not a check.
+REQUIRE_AUTOGRAD = "require_autograd"
+_REQUIRED = "required"  # its only status
 # A comment holds the failure's headline and the details a headline introduces ("...: details"),
 # up to this many characters: enough for a Jacobian mismatch or a torch error with its op name.
 _COMMENT_CHARS = 400
@@ -161,6 +176,11 @@ class XfailStore:
         """judge() for a check result's status: "passed", "failed" or "skipped" (not run)."""
         return "skipped" if status == "skipped" else self.judge(op, check, status == "passed")
 
+    def requires_autograd(self, op):
+        """Does the store make a missing gradient formula on ``op`` a failure (its
+        ``require_autograd`` setting)?"""
+        return REQUIRE_AUTOGRAD in self.data.get(normalize_op(op), {})
+
     def accept(self, op, check, passed, message=""):
         """Make the store expect this result; True if anything changed. Skip entries are never touched."""
         op = normalize_op(op)
@@ -225,6 +245,9 @@ def _parse(path, obj):
         if not isinstance(tests, dict):
             raise StoreError(f"{path}: op {op!r}: expected an object mapping test name to entry")
         for test, entry in tests.items():
+            if test == REQUIRE_AUTOGRAD:
+                _check_require_autograd(path, op, entry)
+                continue
             where = f"{path}: op {op!r}, test {test!r}"
             if not isinstance(entry, dict) or set(entry) != {"comment", "status"}:
                 raise StoreError(f"{where}: expected an object with exactly 'comment' and 'status'")
@@ -235,6 +258,21 @@ def _parse(path, obj):
                 raise StoreError(f"{where}: unknown status {status!r}; expected xfail, skip or xsuccess")
             entry["status"] = _READ_STATUSES[status]
     return data, description
+
+
+def _check_require_autograd(path, op, entry):
+    """The per-op setting must be exactly {"comment": str, "status": "required"}: a typo
+    in a setting that makes failures must not pass unnoticed. Kept as written (no
+    normalizing), so the file round-trips byte for byte."""
+    shape = f'{{"comment": "<why>", "status": "{_REQUIRED}"}}'
+    where = f"{path}: op {op!r}, {REQUIRE_AUTOGRAD!r}"
+    if not isinstance(entry, dict) or set(entry) != {"comment", "status"}:
+        raise StoreError(f"{where}: expected {shape}, got {json.dumps(entry)[:80]}")
+    if not isinstance(entry["comment"], str):
+        raise StoreError(f"{where}: 'comment' must be a string")
+    if entry["status"] != _REQUIRED:
+        raise StoreError(f"{where}: status {entry['status']!r}; the only status of this setting is "
+                         f"{_REQUIRED!r} (remove the key to leave autograd optional)")
 
 
 def apply_results(path, results):

@@ -31,6 +31,9 @@ class Task:
     budget: float | None = None  # seconds per op
     seed: int = 0
     sweep: bool = True
+    # The ops (as named in ``ops``) whose missing gradient formula is a failure; the
+    # others are reported as not differentiable (an info line) and their gradient checks skip.
+    require_autograd: list[str] = field(default_factory=list)
     timeout: float | None = None  # seconds one op may take before it counts as hung (default: op_timeout)
     memory_limit_mb: int = 8192  # resident; a child past it is killed and its op reported as out-of-memory
 
