@@ -109,6 +109,7 @@ def test_stage_two_runs_the_checks_from_a_calls_file(capsys, tmp_path):
     assert reports["symfuzz_buggy::row_sum"]["results"]["symbolic_fake"]["status"] == "failed"
     assert sorted(p.name for p in (tmp_path / "repros").iterdir()) == [
         "symfuzz_buggy__half_cols__faketensor.py",
+        "symfuzz_buggy__row_sum__faketensor.py",  # int32 rows sum to int64; its fake keeps int32 (the dtype sweep)
         "symfuzz_buggy__row_sum__symbolic_fake.py",
     ]
 

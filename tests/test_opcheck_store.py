@@ -265,7 +265,7 @@ def test_merge_results_failed_wins_and_order_is_stable():
 
 
 def test_checks_and_unknown_check():
-    assert CHECKS[0] == "schema" and CHECKS[2] == "faketensor" and CHECKS[5] == "aot_dispatch_dynamic"
+    assert CHECKS[0] == "schema" and CHECKS.index("faketensor") < CHECKS.index("aot_dispatch_dynamic")
     with pytest.raises(ValueError):
         XfailStore("x.json").expected("mylib::op", "nope")
 

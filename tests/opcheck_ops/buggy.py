@@ -2,7 +2,9 @@
 
 Namespace ``symfuzz_buggy``.  Every op is otherwise correct: its fake kernel is
 right wherever the bug is not in the fake, its autograd formula is right unless
-the bug is autograd, and so on.  ``SAMPLES`` holds the one ordinary sample an
+the bug is autograd, and so on, for floating inputs (integer and bool
+inputs, which most of these kernels take and promote where their fakes keep
+the dtype, are a second finding the dtype sweep makes).  ``SAMPLES`` holds the one ordinary sample an
 author would write for each op; on it, ``torch.library.opcheck`` does not catch
 the fake/stride/dtype/guard/gradient/registration bugs (ops 1-5, 8, 9).  The
 samples of add_one and flat are mutated/aliased by their kernels: pass clones.

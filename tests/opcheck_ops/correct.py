@@ -2,7 +2,8 @@
 
 Namespace ``symfuzz_ok``.  Each op's fake kernel agrees with its real kernel
 on shape, strides and dtype for every size (0 and 1 included), layout
-(transposed, sliced, expanded) and floating dtype; it uses only symbolic-
+(transposed, sliced, expanded) and dtype the real kernel accepts (kernels
+that would promote integers refuse them); it uses only symbolic-
 friendly operations (no ``int()`` of sizes, no data reads); autograd formulas
 are right and the schemas say what the kernels do.  ``SAMPLES`` holds one
 ordinary sample per op; ``torch.library.opcheck`` passes on each.
@@ -11,6 +12,13 @@ ordinary sample per op; ``torch.library.opcheck`` passes on each.
 import torch
 
 NS = "symfuzz_ok"
+
+
+def _floating_only(x, name):
+    # Integer and bool inputs would promote (sum, exp, * 3) where the fake kernel
+    # keeps the dtype: these kernels refuse them, as a correct op must or its fake must follow.
+    if not x.is_floating_point():
+        raise TypeError(f"{name}: floating-point input only, got {x.dtype}")
 
 
 # 1. scaled_add -------------------------------------------------------------
@@ -58,6 +66,7 @@ def row_softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim, by hand: ``exp(x - max) / sum``.
 
     The output is always contiguous (the fake kernel says so too)."""
+    _floating_only(x, "row_softmax")
     if x.dim() > 0 and x.shape[-1] == 0:
         # max over an empty dim raises; the softmax of nothing is nothing.
         return x.new_empty(x.shape)
@@ -177,6 +186,7 @@ def group_sum(x: torch.Tensor, groups: int) -> torch.Tensor:
     """Sums each row's columns in ``groups`` equal groups. The width must divide
     by ``groups``: the fake kernel says so with torch._check, a contract (the
     real kernel refuses other widths), not an over-specialization."""
+    _floating_only(x, "group_sum")
     n, w = x.shape
     if w % groups:
         raise ValueError("group_sum: width must divide by groups")
@@ -209,6 +219,7 @@ group_sum.register_autograd(_group_sum_backward, setup_context=_group_sum_setup)
 def width8(x: torch.Tensor) -> torch.Tensor:
     """A kernel written for width 8 only (it refuses others); the fake kernel's
     torch._check(width == 8) pins the size, but only to what the kernel accepts."""
+    _floating_only(x, "width8")
     if x.shape[-1] != 8:
         raise ValueError("width8: the last dim must be 8")
     return x * 3
