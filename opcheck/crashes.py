@@ -34,8 +34,8 @@ def shrink_crash(task, op: str, last: dict, *, seconds: float = SHRINK_SECONDS) 
     sample itself, or the probe could not load the op)."""
     out = {"confirmed": None, "input": last["input"], "case": last.get("case"), "repro": "",
            "shrunk": False, "probes": 0}
-    if not last.get("variant"):
-        return out
+    if not last.get("variant") and not last.get("argument"):
+        return out  # the user's own sample: nothing to rebuild it from but the sample
     deadline = time.monotonic() + seconds
     variant, confirm = last["variant"], True
     with tempfile.TemporaryDirectory(prefix="symfuzz-crash-") as tmp:
@@ -62,7 +62,7 @@ def _probe(task, op, last, variant, confirm, tmp, deadline):
     probe_path, events_path = os.path.join(tmp, f"probe{n}.json"), os.path.join(tmp, f"events{n}.jsonl")
     with open(probe_path, "w") as f:
         json.dump({"task": task.__dict__, "op": op, "sample": last.get("sample", 0), "variant": variant,
-                   "confirm": confirm}, f)
+                   "argument": last.get("argument", ""), "confirm": confirm}, f)
     open(events_path, "w").close()
     child = subprocess.Popen([sys.executable, "-m", "symfuzz.opcheck.crashes", probe_path, events_path],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -82,7 +82,7 @@ def _probe(task, op, last, variant, confirm, tmp, deadline):
 
 def _probe_main(probe_path: str, events_path: str) -> int:
     # deferred: the parent imports this module for its constants without torch; only the probe child checks
-    from symfuzz.opcheck.api import _normalize_samples, sample_templates
+    from symfuzz.opcheck.api import _normalize_samples, derived_templates, sample_templates
     from symfuzz.opcheck.checks.common import resolve_op, run_real
     from symfuzz.opcheck.repro import crash_repro
     from symfuzz.opcheck.task import Task, load_task, recorded_samples, schema_samples
@@ -101,16 +101,21 @@ def _probe_main(probe_path: str, events_path: str) -> int:
         return 3
     # The same templates and contracts the check had, so the sweep builds the same inputs.
     templates, _, _ = sample_templates(op, samples, task.fixed.get(probe["op"]))
-    template = next((t for t in templates if t.index == probe["sample"]), None)
+    if probe.get("argument"):  # a sample derived with another argument value (opcheck.arguments)
+        templates = derived_templates(op, templates, task.fixed.get(probe["op"]))
+    template = next((t for t in templates if t.index == probe["sample"] and t.axis == probe.get("argument", "")),
+                    None)
     if template is None:
         return 3
     sweep = Sweep(template, seed=task.seed)
-    start = Variant.from_json(probe["variant"])
-    candidates = ([start] if probe["confirm"] else []) + list(sweep.simpler(start))
-    for variant in candidates:
-        case = sweep.case(variant)
-        emit({"try": {"input": case.describe(), "case": case.to_json(), "variant": variant.to_json(),
-                      "repro": crash_repro(op, case)}})
+    if probe["variant"] is None:  # a derived sample as it is (its argument value crashed it): confirm only
+        candidates = [(None, template.original())] if probe["confirm"] else []
+    else:
+        start = Variant.from_json(probe["variant"])
+        candidates = [(v, sweep.case(v)) for v in ([start] if probe["confirm"] else []) + list(sweep.simpler(start))]
+    for variant, case in candidates:
+        emit({"try": {"input": case.describe(), "case": case.to_json(),
+                      "variant": variant.to_json() if variant else None, "repro": crash_repro(op, case)}})
         run_real(op, case)  # returns, or refuses the input, unless the kernel crashes the process
     return 0
 

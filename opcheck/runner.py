@@ -103,7 +103,7 @@ def died_report(task: Task, op: str, status: dict, state: dict) -> Report:
     for name, data in state.get("done", {}).items():
         report.results[name] = CheckResult.from_json(data)
     failure = Failure(check=check_name, kind=status["kind"], message=status["why"], input=described,
-                      repro="", case=last.get("case"))  # the crash probes write it
+                      repro="", case=last.get("case"), axis=last.get("argument", ""))  # the crash probes write the repro
     report.results[check_name] = CheckResult(check_name, "failed", failures=[failure])
     wanted = task.checks or list(CHECKS)
     for name in wanted:
@@ -294,7 +294,7 @@ def _announcers(emit) -> dict:
             emit({"op_info": {"contracts": contracts.describe(case.template) if contracts else []}})
         emit({"input": {"check": check_name, "input": case.describe(), "case": case.to_json(),
                         "variant": case.variant.to_json() if case.variant else None,
-                        "sample": case.template.index}}, sync=False)
+                        "sample": case.template.index, "argument": case.template.axis}}, sync=False)
 
     def progress(check_name, result):
         emit({"check_done": check_name, "result": result.to_json()})

@@ -3,9 +3,14 @@
 from typing import Optional
 
 import torch
+from conftest import ROOT
+from opcheck_ops import crashy
 
 from symfuzz import opcheck
 from symfuzz.opcheck.api import derived_templates, sample_templates
+from symfuzz.opcheck.calls import CallRecorder, write_calls
+from symfuzz.opcheck.runner import run_ops
+from symfuzz.opcheck.task import Task
 
 NS = "symfuzz_args"
 
@@ -45,16 +50,35 @@ def test_each_scalar_goes_to_its_boundaries_and_optionals_are_given_or_dropped()
     assert "argument n=None" in given
 
 
-def test_a_derived_sample_the_kernel_refuses_is_dropped():
+def test_an_argument_value_the_kernel_refuses_is_not_a_finding():
     @torch.library.custom_op(f"{NS}::positive_k", mutates_args=())
     def positive_k(x: torch.Tensor, k: int) -> torch.Tensor:
         if k <= 0:
             raise ValueError("k must be positive")
-        return x[..., :k].clone()
+        return x[..., :k].clone(memory_format=torch.contiguous_format)
 
-    positive_k.register_fake(lambda x, k: x.new_empty(*x.shape[:-1], min(k, x.shape[-1])))
-    labels = _labels(torch.ops.symfuzz_args.positive_k.default, (torch.randn(4, 8), 3))
-    assert labels == ["argument k=1", "argument k=4"]
+    positive_k.register_fake(lambda x, k: x.new_empty(*x.shape[:-1], torch.sym_min(k, x.shape[-1])))
+    op = torch.ops.symfuzz_args.positive_k.default
+    assert _labels(op, (torch.randn(4, 8), 3)) == ["argument k=0", "argument k=1", "argument k=-1", "argument k=4"]
+    report = opcheck.check(op, [((torch.randn(4, 8), 3), {})], checks=["faketensor"], budget=20)
+    assert report.ok, report.format(repro=False)
+    assert report.results["faketensor"].inputs_rejected >= 4  # k=0 and k=-1, as given and at odd sizes
+
+
+def test_a_kernel_crash_on_an_argument_value_names_it_and_its_repro_passes_it(tmp_path):
+    op = "symfuzz_crashy::segv_on_negative_k"
+    calls = tmp_path / "calls.jsonl"
+    recorded = []
+    with CallRecorder({"symfuzz_crashy"}, test="t.py::t", sink=recorded):
+        crashy.segv_on_negative_k(torch.randn(4, 8), 3)
+    write_calls(calls, recorded)
+    task = Task(ops=[op], calls_file=str(calls), modules=["opcheck_ops.crashy"],
+                sys_path=[str(ROOT / "tests"), str(ROOT)], checks=["schema"], budget=20)
+    (report,) = run_ops(task)
+    (failure,) = report.failures
+    assert failure.kind == "kernel-crash" and failure.axis == "argument k=-1", report.format(repro=False)
+    assert "probed in a fresh process" in failure.message
+    assert "-1" in failure.repro.split("def inputs():")[1].split("\n\n")[0]
 
 
 def test_a_bug_only_an_argument_value_shows_is_found_and_named():

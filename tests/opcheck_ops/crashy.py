@@ -26,6 +26,19 @@ def _(x):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op(f"{NS}::segv_on_negative_k", mutates_args=())
+def segv_on_negative_k(x: torch.Tensor, k: int) -> torch.Tensor:
+    """The first k columns; k < 0 is an out-of-bounds read in the C++ original (the sample passes k=3)."""
+    if k < 0:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return x[..., :k].clone(memory_format=torch.contiguous_format)
+
+
+@segv_on_negative_k.register_fake
+def _(x, k):
+    return x.new_empty(*x.shape[:-1], torch.sym_min(k, x.shape[-1]))
+
+
 @torch.library.custom_op(f"{NS}::hang_on_empty", mutates_args=())
 def hang_on_empty(x: torch.Tensor) -> torch.Tensor:
     while x.numel() == 0:  # a kernel spinning on a zero-sized launch
