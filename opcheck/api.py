@@ -25,7 +25,7 @@ from symfuzz.opcheck.contracts import assign as assign_contracts
 from symfuzz.opcheck.inputs import Template
 from symfuzz.opcheck.report import CheckResult, Failure, Report
 from symfuzz.opcheck.repro import render
-from symfuzz.opcheck.variants import REJECTED, Sweep, Variant, axis_of, search, shrink
+from symfuzz.opcheck.variants import REJECTED, UNJUDGED, Sweep, Variant, axis_of, search, shrink
 
 DEFAULT_BUDGET = 120.0  # seconds per op, shared by its checks (each takes its weight's share: opcheck.checklist)
 
@@ -200,11 +200,12 @@ class _Runner:
         name = spec.name
         start = time.monotonic()
         result = CheckResult(name, "passed")
-        applicable = False
+        applicable, not_applicable = False, "no floating-point input to differentiate"
         derived = self.derived if spec.axes else []
         for template in self.templates + derived:
             judge = spec.judge(self.op, self, template)
             if hasattr(judge, "applies") and not judge.applies(template):
+                not_applicable = getattr(judge, "not_applicable", not_applicable)
                 continue
             if self.on_input is not None:
                 judge = _Announced(judge, name, self.on_input)
@@ -226,7 +227,7 @@ class _Runner:
                 ))
                 break
         if not applicable:
-            result.status, result.reason = "skipped", "no floating-point input to differentiate"
+            result.status, result.reason = "skipped", not_applicable
         elif result.status == "passed" and result.inputs_tried == 0:
             # Not a pass: nothing was judged (every input refused, or none judgeable).
             result.status = "skipped"
@@ -241,14 +242,18 @@ class _Runner:
         outcome = judge(template.original())
         if outcome is REJECTED:
             result.inputs_rejected += 1
-        else:
+        elif outcome is not UNJUDGED:
             result.inputs_tried += 1
         if isinstance(outcome, Problem):
+            # The sample itself (or its argument value) showed it, whatever input the shrink ends on.
+            outcome.axis = outcome.axis or template.axis or "the sample"
             # Prefer a generated input (rebuildable, shrinkable) that fails the same way.
             base = Variant(sw.original_sizes(), seed=1)
             again = judge(sw.case(base))
             if isinstance(again, Problem) and again.kind == outcome.kind:
-                return shrink(judge, sw, base, again, deadline=deadline)
+                case, shrunk_problem, shrunk = shrink(judge, sw, base, again, deadline=deadline)
+                shrunk_problem.axis = shrunk_problem.axis or outcome.axis
+                return case, shrunk_problem, shrunk
             return template.original(), outcome, False
         if not self.sweep:
             return None

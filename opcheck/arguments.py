@@ -8,6 +8,7 @@ samples, each changing one argument:
 
 - ``int``/``SymInt``: 0, 1, -1, and one more than the sample's value;
 - ``float``: 0.0, the negated value, a large value (1e4);
+- ``Scalar`` (a ``number``): as an int or a float, whichever the sample passes;
 - ``bool``: the other value;
 - an optional argument the sample passes: None; one it leaves None:
   a value of its type (an int: 1 and a size of the sample's first tensor;
@@ -91,9 +92,9 @@ def _alternatives(arg, present, value, tensors):
         out.append(("=None", None))
     if isinstance(value, bool):
         out.append((f"={not value}", not value))
-    elif isinstance(value, int) and base in ("int", "SymInt"):
+    elif isinstance(value, int) and base in ("int", "SymInt", "number"):  # "number": a Scalar
         out += [(f"={v}", v) for v in dict.fromkeys((0, 1, -1, value + 1)) if v != value]
-    elif isinstance(value, (int, float)) and base == "float":
+    elif isinstance(value, (int, float)) and base in ("float", "SymFloat", "number"):
         value = float(value)
         out += [(f"={v!r}", v) for v in dict.fromkeys((0.0, -value, 1e4)) if v != value]
     return out
@@ -102,10 +103,10 @@ def _alternatives(arg, present, value, tensors):
 def _given(base, tensors):
     """Values for an optional argument the sample leaves None."""
     first = next((t for t in tensors if t.dim() > 0), None)
-    if base in ("int", "SymInt"):
+    if base in ("int", "SymInt", "number"):
         sizes = sorted({int(s) for s in first.shape} | {2 * int(first.shape[-1])}) if first is not None else []
         return [(f"={v}", v) for v in dict.fromkeys([1, *sizes])]
-    if base == "float":
+    if base in ("float", "SymFloat"):
         return [("=0.5", 0.5)]
     if base == "bool":
         return [("=False", False), ("=True", True)]

@@ -49,9 +49,12 @@ def shrink_crash(task, op: str, last: dict, *, seconds: float = SHRINK_SECONDS) 
                     out["confirmed"] = False
                 return out  # else: every simpler candidate survives; this is the smallest
             crashed = tries[-1]
-            out.update(confirmed=True, input=crashed["input"], case=crashed["case"], repro=crashed["repro"])
+            out.update(confirmed=True, input=crashed["input"], case=crashed["case"], repro=crashed["repro"],
+                       axis=crashed.get("axis", ""))
             if not (confirm and len(tries) == 1):  # a simpler input crashed too
                 out["shrunk"], variant = True, crashed["variant"]
+            if variant is None:
+                return out  # a derived sample as it is: nothing simpler to probe
             confirm = False
     return out
 
@@ -86,7 +89,7 @@ def _probe_main(probe_path: str, events_path: str) -> int:
     from symfuzz.opcheck.checks.common import resolve_op, run_real
     from symfuzz.opcheck.repro import crash_repro
     from symfuzz.opcheck.task import Task, load_task, recorded_samples, schema_samples
-    from symfuzz.opcheck.variants import Sweep, Variant
+    from symfuzz.opcheck.variants import Sweep, Variant, axis_of
 
     with open(probe_path) as f:
         probe = json.load(f)
@@ -114,7 +117,7 @@ def _probe_main(probe_path: str, events_path: str) -> int:
         start = Variant.from_json(probe["variant"])
         candidates = [(v, sweep.case(v)) for v in ([start] if probe["confirm"] else []) + list(sweep.simpler(start))]
     for variant, case in candidates:
-        emit({"try": {"input": case.describe(), "case": case.to_json(),
+        emit({"try": {"input": case.describe(), "case": case.to_json(), "axis": axis_of(case),
                       "variant": variant.to_json() if variant else None, "repro": crash_repro(op, case)}})
         run_real(op, case)  # returns, or refuses the input, unless the kernel crashes the process
     return 0

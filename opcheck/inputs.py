@@ -208,6 +208,10 @@ class Case:
         return args, kwargs
 
     def describe(self) -> str:
+        text = self._describe_tensors()
+        return f"{text}; {self.template.axis}" if self.template.axis else text
+
+    def _describe_tensors(self) -> str:
         if self.inputs is None:
             parts = []
             for name, position in zip(self.template.names(), self.template.tensor_positions):

@@ -103,7 +103,7 @@ def died_report(task: Task, op: str, status: dict, state: dict) -> Report:
     for name, data in state.get("done", {}).items():
         report.results[name] = CheckResult.from_json(data)
     failure = Failure(check=check_name, kind=status["kind"], message=status["why"], input=described,
-                      repro="", case=last.get("case"), axis=last.get("argument", ""))  # the crash probes write the repro
+                      repro="", case=last.get("case"), axis=last.get("axis") or last.get("argument", ""))  # the probes write the repro
     report.results[check_name] = CheckResult(check_name, "failed", failures=[failure])
     wanted = task.checks or list(CHECKS)
     for name in wanted:
@@ -130,6 +130,7 @@ def _probe_crash(task: Task, report: Report, last: dict) -> None:
         failure.message += "; the real kernel alone crashes the process on this input (probed in a fresh process)"
     failure.input, failure.case, failure.repro, failure.shrunk = (
         found["input"], found["case"], found["repro"], found["shrunk"])
+    failure.axis = found.get("axis") or failure.axis
 
 
 def _run_child(task_path, out_path, timeout, reports, on_start, on_report, memory_limit_mb):
@@ -282,6 +283,9 @@ def _announcers(emit) -> dict:
     """check()'s callbacks in the child: each input is written down before the
     kernel sees it, so a crash can say which input did it (the crash probes
     rebuild it from this and write its repro: not rendered here, per input)."""
+    # deferred: torch, in the checking child only (see DEFAULT_BUDGET above)
+    from symfuzz.opcheck.variants import axis_of
+
     told = set()
 
     def on_input(check_name, case):
@@ -294,7 +298,8 @@ def _announcers(emit) -> dict:
             emit({"op_info": {"contracts": contracts.describe(case.template) if contracts else []}})
         emit({"input": {"check": check_name, "input": case.describe(), "case": case.to_json(),
                         "variant": case.variant.to_json() if case.variant else None,
-                        "sample": case.template.index, "argument": case.template.axis}}, sync=False)
+                        "sample": case.template.index, "argument": case.template.axis,
+                        "axis": axis_of(case)}}, sync=False)
 
     def progress(check_name, result):
         emit({"check_done": check_name, "result": result.to_json()})

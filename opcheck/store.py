@@ -247,6 +247,9 @@ def _parse(path, obj):
         for test, entry in tests.items():
             if test == REQUIRE_AUTOGRAD:
                 _check_require_autograd(path, op, entry)
+                if normalize_op(op) != op:  # looked up under the bare name: this one would be ignored
+                    raise StoreError(f"{path}: op {op!r}: write it as {normalize_op(op)!r} (the default overload "
+                                     "is stored under the bare name), or the require_autograd setting is never read")
                 continue
             where = f"{path}: op {op!r}, test {test!r}"
             if not isinstance(entry, dict) or set(entry) != {"comment", "status"}:

@@ -31,6 +31,12 @@ from symfuzz.opcheck.contracts import Contracts
 from symfuzz.opcheck.inputs import FLOAT_DTYPES, INT_DTYPES, LAYOUTS, VALUES, Case, Template, TensorInput
 
 REJECTED = "rejected"  # a check's answer when the real kernel refused the input
+UNJUDGED = "unjudged"  # a check's answer for an input it has nothing to say about (neither tried nor refused)
+
+
+def is_failure(outcome) -> bool:
+    """Is a judge's answer a failure (not None, REJECTED or UNJUDGED)?"""
+    return outcome is not None and not isinstance(outcome, str)
 
 
 @dataclass(frozen=True)
@@ -105,11 +111,12 @@ class Sweep:
             if layout == "sliced" and not shape:
                 layout = "contiguous"
             dtype = retype.get(slot.dtype, slot.dtype)
+            lo, hi = _range_in(dtype, slot.lo, slot.hi)
             values = (v.values[n] if n < len(v.values) else "") or ""
             if values not in value_classes(slot, dtype):
                 values = ""
             inputs.append(TensorInput(
-                shape=shape, dtype=dtype, layout=layout, lo=slot.lo, hi=slot.hi, seed=seed,
+                shape=shape, dtype=dtype, layout=layout, lo=lo, hi=hi, seed=seed,
                 requires_grad=False, values=values,
             ))
         return self.template.case(inputs, v)
@@ -278,6 +285,21 @@ _ACROSS = {"float": ("int64", "int32", "bool", "complex64"), "int": ("bool", "fl
            "bool": ("int64", "float32"), "complex64": ("complex128", "float32"), "complex128": ("complex64",)}
 
 
+# What an integer retyping keeps to: a float sample's range (a -3.4e38 attention mask,
+# an uninitialized out= buffer) can exceed any integer's, and make_input would refuse it.
+_INT_RANGES = {"int64": (-2**31, 2**31 - 2), "int32": (-2**31, 2**31 - 2), "int16": (-2**15, 2**15 - 1),
+               "int8": (-128, 127), "uint8": (0, 255), "bool": (0, 1)}
+
+
+def _range_in(dtype: str, lo: float, hi: float) -> tuple[float, float]:
+    """The sample's range [lo, hi] kept within what ``dtype`` holds (unchanged for floats)."""
+    if dtype not in _INT_RANGES:
+        return lo, hi
+    low, high = _INT_RANGES[dtype]
+    lo, hi = min(max(lo, low), high), min(max(hi, low), high)
+    return float(lo), float(max(lo, hi))
+
+
 def value_classes(slot, dtype: str) -> tuple:
     """The value classes that keep a tensor in its argument's domain. Integers are
     often indices, bounded by the sample's range: they keep to it (zeros when 0 is
@@ -345,7 +367,7 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
             memo[key] = outcome
             if outcome is REJECTED:
                 result.rejected += 1
-            else:
+            elif outcome is not UNJUDGED:
                 result.tried += 1
         return case, memo[key]
 
@@ -355,7 +377,7 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
             result.out_of_time = True
             return result
         case, outcome = run(v)
-        if outcome is not None and outcome is not REJECTED:
+        if is_failure(outcome):
             found = (v, case, outcome)
             break
     if found is None and hypothesis and examples > 0 and sweep.template.slots:
@@ -366,7 +388,7 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
                 result.out_of_time = True
                 return False
             _, outcome = run(v)
-            if outcome is None or outcome is REJECTED:
+            if not is_failure(outcome):
                 return False
             if not first_kind:
                 first_kind.append(outcome.kind)
@@ -427,7 +449,7 @@ def _greedy_shrink(run, sweep, v, case, outcome, deadline):
             if _cost(c_case) > _cost(case):
                 continue
             c_case, c_outcome = run(candidate)
-            if c_outcome is not None and c_outcome is not REJECTED and c_outcome.kind == outcome.kind:
+            if is_failure(c_outcome) and c_outcome.kind == outcome.kind:
                 v, case, outcome, shrunk, progress = candidate, c_case, c_outcome, True, True
                 break
     return v, case, outcome, shrunk

@@ -26,7 +26,7 @@ from symfuzz.opcheck.checks.layout import layout_consistency_judge
 from symfuzz.opcheck.checks.mutation import mutation_judge
 from symfuzz.opcheck.contracts import Contracts
 from symfuzz.opcheck.repro import render
-from symfuzz.opcheck.variants import REJECTED, Sweep, Variant
+from symfuzz.opcheck.variants import REJECTED, UNJUDGED, Sweep, Variant
 
 NS = "symfuzz_newchecks"
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,7 +167,6 @@ PASSING = {
     "affine_transposed": (layout_consistency_judge, affine, ("transposed",)),
     "affine_expanded": (layout_consistency_judge, affine, ("expanded",)),
     "scale_sliced": (layout_consistency_judge, scale_, ("sliced",)),
-    "rowmajor_contiguous": (layout_consistency_judge, rowmajor, ()),  # contiguous: nothing to compare
 }
 
 
@@ -186,6 +185,12 @@ def test_judge_passes_a_correct_op(name):
     judge_of, op, layouts = PASSING[name]
     judge, case = _judge(judge_of, _op(op), _sample(), layouts)
     assert judge(case) is None
+
+
+def test_layout_consistency_leaves_a_contiguous_input_unjudged():
+    # Nothing to compare it with: neither a pass (which would count as judged) nor a refusal.
+    judge, case = _judge(layout_consistency_judge, _op(rowmajor), _sample(), ())
+    assert judge(case) is UNJUDGED
 
 
 def test_mutation_names_the_schema_argument_and_the_schema():

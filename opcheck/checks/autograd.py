@@ -26,8 +26,10 @@ from symfuzz.opcheck.checks.common import Problem, differentiable_outputs, first
 from symfuzz.opcheck.inputs import Case
 from symfuzz.opcheck.variants import REJECTED
 
+# What backward says when an op has no gradient formula at all (not "not implemented
+# for bfloat16": that is a backward that exists and fails, which the checks report).
 _MISSING = ("no autograd formula", "autograd kernel was not registered", "does not have an autograd",
-            "Autograd has not been implemented", "derivative for", "not implemented")
+            "Autograd has not been implemented", "derivative for")
 
 
 def weighted_sum(outputs, seed=0):
@@ -89,9 +91,10 @@ class AutogradRegistrationCheck(_OnFloatInputs):
     formula passes unless ``require`` (the author opted in): it is *not
     differentiable*, which the report says once (opcheck.api)."""
 
-    def __init__(self, op, *, require: bool = False):
+    def __init__(self, op, *, require: bool = False, differentiable: bool = True):
         super().__init__(op)
         self.require = require
+        self.differentiable = differentiable  # what the runner asked of the samples (missing_autograd)
 
     def __call__(self, case: Case):
         grads = float_slots(case.template)
@@ -114,8 +117,11 @@ class AutogradRegistrationCheck(_OnFloatInputs):
         except RuntimeError as exc:
             if not _is_missing_formula(exc):
                 return Problem("backward-raised", "backward raised: " + first_line(exc))
-            if not self.require:
+            if not self.require and not self.differentiable:
                 return None  # not differentiable, and that was not required: the report's info says so
+            if not self.require:  # a backward on the samples, missing on this input: that is a bug
+                return Problem("backward-raised", "backward raised on this input, though it works on the "
+                               "samples: " + first_line(exc))
             return Problem("missing-autograd", "autograd is required, but outputs require grad and backward fails: "
                            + first_line(exc) + "\nregister a backward with torch.library.register_autograd "
                            "(or stop requiring autograd for this op)")
@@ -170,15 +176,14 @@ class GradientCheck(_OnFloatInputs):
                            + ("" if precise else " (float32: the op rejects float64)") + ":\n"
                            + "\n".join(lines[:12]))
         except RuntimeError as exc:
-            if _is_missing_formula(exc):
-                return None  # not differentiable: autograd_registration and the report's info say so
+            # (An op with no formula at all never gets here: this check skips for it.)
             return Problem("backward-raised", "backward raised: " + first_line(exc))
         return None
 
 
 def autograd_registration_judge(op, runner, template):
     """The autograd_registration check's judge (opcheck.checklist)."""
-    return AutogradRegistrationCheck(op, require=runner.require_autograd)
+    return AutogradRegistrationCheck(op, require=runner.require_autograd, differentiable=runner.differentiable)
 
 
 def gradient_judge(op, runner, template):

@@ -76,8 +76,11 @@ def make_template(op, args, kwargs) -> Template:
 
 
 def run_real(op, case: Case, **build):
-    """(args, kwargs, output) or REJECTED when the real kernel raises."""
-    args, kwargs = case.build(**build)
+    """(args, kwargs, output) or REJECTED when the real kernel raises (or the input cannot be built)."""
+    try:
+        args, kwargs = case.build(**build)
+    except Exception:  # noqa: BLE001 - an input this dtype cannot hold is no input at all
+        return REJECTED
     try:
         with contextlib.nullcontext() if build.get("requires_grad") else torch.no_grad():
             out = op(*args, **kwargs)

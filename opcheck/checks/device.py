@@ -30,7 +30,12 @@ META, CUDA = "device meta", "device cuda (fake)"  # the axes this check varies (
 # needs a ShapeEnv, which plain meta tensors lack: not judgeable on meta.
 # The repro snippet inlines this and ``strided_like``: keep them torch-only.
 NEEDS_SHAPE_ENV = re.compile(r"data-dependent shape|new_dynamic_size|ShapeEnv|dynamic.?size|"
-                              r"DynamicOutputShapeException", re.IGNORECASE)
+                              r"DynamicOutputShapeException|data-independent|meta_nonzero", re.IGNORECASE)
+# A fake kernel may reach code that FakeTensorMode runs for real on a fake CUDA
+# device (boolean indexing does): on a CPU-only build that says so, which tells
+# nothing about the fake kernel. The meta run still judges that input.
+NO_CUDA_HERE = re.compile(r"not linked with support for cuda|not compiled with CUDA|no CUDA GPUs|"
+                          r"CUDA driver|Found no NVIDIA driver", re.IGNORECASE)
 _DEVICES_MIX = re.compile(r"device", re.IGNORECASE)
 
 _HINT = ("allocate outputs on the input's device: x.new_empty(...), torch.empty_like(x), "
@@ -47,8 +52,14 @@ def strided_like(t: torch.Tensor, device) -> torch.Tensor:
 
 
 class FakeDeviceCheck:
+    not_applicable = "no tensor input: there is no input device to follow"
+
     def __init__(self, op, dependence):
         self.op, self.dependence = op, dependence
+
+    @staticmethod
+    def applies(template) -> bool:
+        return bool(template.slots)
 
     def __call__(self, case: Case):
         real = run_real(self.op, case)
@@ -83,6 +94,8 @@ class FakeDeviceCheck:
                 # The real outputs' metadata on the fake device, as on meta.
                 expected = pytree.tree_map_only(torch.Tensor, lambda t: strided_like(t, "cuda"), real_out)
         except Exception as exc:  # noqa: BLE001 - as on meta
+            if NO_CUDA_HERE.search(str(exc)) and not torch.cuda.is_available():
+                return None  # this build cannot run what the fake kernel asked of CUDA: not judged here
             return self._raised(exc, "fake cuda", CUDA)
         return self._judge(out, expected, "cuda", CUDA, skip, fake=True)
 

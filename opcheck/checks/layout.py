@@ -25,10 +25,12 @@ from symfuzz.opcheck.checks.compile import float64_inputs
 from symfuzz.opcheck.checks.mutation import input_labels
 from symfuzz.opcheck.contracts import Contracts
 from symfuzz.opcheck.inputs import Case, Template
-from symfuzz.opcheck.variants import REJECTED
+from symfuzz.opcheck.variants import REJECTED, UNJUDGED
 
 
 class LayoutConsistencyCheck:
+    not_applicable = "no tensor input the sweep may lay out non-contiguously"
+
     def __init__(self, op, template: Template):
         self.op = op
         self.mutable = sorted(n for n, s in enumerate(template.slots) if s.mutable)
@@ -43,7 +45,7 @@ class LayoutConsistencyCheck:
     def __call__(self, case: Case):
         strided = self._strided(case)
         if not strided:
-            return None  # contiguous already: nothing to compare with
+            return UNJUDGED  # contiguous already: nothing to compare with, and no pass either
         try:
             actual = run_laid_out(self.op, *case.build(), self.mutable)
             expected = run_laid_out(self.op, *case.build(), self.mutable, contiguous=True)

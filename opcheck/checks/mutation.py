@@ -60,7 +60,10 @@ class MutationCheck:
         self.labels = input_labels(template)
 
     def __call__(self, case: Case):
-        args, kwargs = case.build()
+        try:
+            args, kwargs = case.build()
+        except Exception:  # noqa: BLE001 - an input that cannot be built is no input
+            return REJECTED
         tensors = [t for t in pytree.tree_leaves((tuple(args), dict(kwargs))) if isinstance(t, torch.Tensor)]
         groups: dict = {}  # storage -> the input positions on it
         for n, t in enumerate(tensors):
@@ -79,9 +82,15 @@ class MutationCheck:
         return None
 
     def _judge_storage(self, tensors, members, versions, before) -> Problem | None:
-        changed = storage_bytes(tensors[members[0]]) != before
+        after = storage_bytes(tensors[members[0]])
         written = [n for n in members if n in self.mutable]
         others = [n for n in members if n not in self.mutable]
+        if after.numel() != before.numel():  # resized (an out= argument): the write is the resize
+            if written:
+                return None
+            return self._undeclared(others[0], moved=tensors[others[0]]._version != versions[others[0]],
+                                    bytes_changed=abs(after.numel() - before.numel()))
+        changed = after != before
         if not written:
             for n in others:
                 moved = tensors[n]._version != versions[n]
