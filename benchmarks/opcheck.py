@@ -2,9 +2,13 @@
 """torch.library.opcheck against symfuzz's opcheck, side by side on the same ops and sample.
 
 The ops are the fixtures of the opcheck quality tests: tests/opcheck_ops/buggy.py
-(10 custom ops, each with one planted bug named in its docstring) and
-tests/opcheck_ops/correct.py (5 correct ops). Each op has exactly one sample in
-its module's ``SAMPLES``: the one ordinary sample an author would write. Both
+(10 custom ops, each with one planted bug named in its docstring),
+tests/opcheck_ops/sweep_bugs.py (14 more, each with a bug one float32 sample
+hides: dtype and value classes, argument kinds, devices, layouts, broadcasting,
+an undeclared write), and the correct ops of tests/opcheck_ops/correct.py and
+sweep_ok.py (correct twins of the sweep bugs, and forward-only ops: no gradient
+formula on purpose). Each op has exactly one sample in its module's
+``SAMPLES``: the one ordinary sample an author would write. Both
 tools get that sample and nothing else, in one process, one after the other:
 
 - **torch**: ``torch.library.opcheck(op, args, kwargs, raise_exception=False)``
@@ -27,7 +31,7 @@ empty Inductor cache (TORCHINDUCTOR_CACHE_DIR, deleted at the end), so its
 times are those of an op compiled for the first time, whatever earlier runs
 left in the shared cache; --keep-cache uses the environment's cache instead.
 
-    python benchmarks/opcheck.py                      # all 15 ops, symfuzz budget 60s per op
+    python benchmarks/opcheck.py                      # every op, symfuzz budget 60s per op
     python benchmarks/opcheck.py --ops half_cols,scaled_add --budget 20
     python benchmarks/opcheck.py --json /tmp/opcheck-bench.json
 
@@ -45,11 +49,11 @@ Columns:
 - note: MISSED when symfuzz flags nothing on a buggy op, FALSE ALARM when it
   flags a correct op, CRASH when a tool raised (see stderr).
 
-The totals say how many of the 10 planted bugs each tool flagged (any failure
-on a buggy op counts; the table shows which checks, so read whether it is the
-planted bug), how many of the 5 correct ops each flagged (false alarms), the
-total seconds of each and the ratio symfuzz/torch. The exit code is 0 unless a
-tool or the benchmark itself crashed (1).
+The totals say how many of the planted bugs each tool flagged (any failure
+on a buggy op counts; the table shows which checks), how many symfuzz caught
+with the check meant for the bug (sweep_bugs.EXPECTED), how many of the correct
+ops each flagged (false alarms), the total seconds of each and the ratio
+symfuzz/torch. The exit code is 0 unless a tool or the benchmark itself crashed (1).
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ if FRESH_CACHE:
 sys.path.insert(0, str(ROOT / "tests"))
 
 import torch
-from opcheck_ops import buggy, correct
+from opcheck_ops import buggy, correct, sweep_bugs, sweep_ok
 
 from symfuzz import opcheck
 
@@ -109,6 +113,7 @@ class Row:
     symfuzz_flags: list[str] = field(default_factory=list)  # "check[kind]"
     symfuzz_failures: list[dict] = field(default_factory=list)  # check, kind, input, shrunk, message
     symfuzz_statuses: dict[str, str] = field(default_factory=dict)  # check -> passed/failed/skipped
+    symfuzz_check_seconds: dict[str, float] = field(default_factory=dict)  # check -> its seconds on this op
     symfuzz_error: str = ""  # Report.error: the op could not be checked
     symfuzz_seconds: float | None = None
     symfuzz_crash: str = ""
@@ -151,16 +156,19 @@ def quiet_warnings() -> None:
 def all_ops() -> dict[str, tuple[object, tuple, str, bool]]:
     """name -> (OpOverload, (args, kwargs), bug label, is buggy), buggy ops first."""
     ops = {}
-    for name, op in buggy.OPS.items():
-        ops[name] = (op, buggy.SAMPLES[name], BUG_LABELS.get(name) or docstring_bug(name), True)
-    for name, op in correct.OPS.items():
-        ops[name] = (op, correct.SAMPLES[name], CORRECT_LABEL, False)
+    for module in (buggy, sweep_bugs):
+        for name, op in module.OPS.items():
+            ops[name] = (op, module.SAMPLES[name], BUG_LABELS.get(name) or docstring_bug(module, name), True)
+    for module in (correct, sweep_ok):
+        for name, op in module.OPS.items():
+            label = "none (forward-only)" if name in getattr(module, "FORWARD_ONLY", ()) else CORRECT_LABEL
+            ops[name] = (op, module.SAMPLES[name], label, False)
     return ops
 
 
-def docstring_bug(name: str) -> str:
+def docstring_bug(module, name: str) -> str:
     """The 'Bug class: ...' line of a buggy op's kernel docstring, for an op with no short label here."""
-    for fn in (getattr(buggy, name, None), getattr(buggy, f"_{name}_impl", None)):
+    for fn in (getattr(module, name, None), getattr(module, f"_{name}_impl", None)):
         for line in (getattr(fn, "__doc__", None) or "").splitlines():
             if line.strip().startswith("Bug class:"):
                 return line.strip().removeprefix("Bug class:").strip().rstrip(".")[:40]
@@ -215,6 +223,7 @@ def run_symfuzz(op, sample, row: Row, budget: float, seed: int) -> None:
     row.symfuzz_error = report.error
     for name, result in report.results.items():
         row.symfuzz_statuses[name] = result.status
+        row.symfuzz_check_seconds[name] = result.seconds
         if result.status != "failed":
             continue
         if not result.failures:
@@ -274,8 +283,19 @@ def print_table(rows: list[Row]) -> None:
     print()
     print(f"bugs caught (of {len(buggy_rows)} buggy ops):    torch {sum(r.torch_flagged for r in buggy_rows)}, "
           f"symfuzz {sum(r.symfuzz_flagged for r in buggy_rows)}")
+    meant = [r for r in buggy_rows if r.op in sweep_bugs.EXPECTED]
+    if meant:
+        by_its_check = sum(any(f["check"] == sweep_bugs.EXPECTED[r.op][0] and f["kind"] == sweep_bugs.EXPECTED[r.op][1]
+                               for f in r.symfuzz_failures) for r in meant)
+        print(f"  of the {len(meant)} sweep bugs, symfuzz caught {by_its_check} with the check meant for it; "
+              f"torch {sum(r.torch_flagged for r in meant)}")
     print(f"false alarms (of {len(ok_rows)} correct ops):  torch {sum(r.torch_flagged for r in ok_rows)}, "
           f"symfuzz {sum(r.symfuzz_flagged for r in ok_rows)}")
+    checks = list(dict.fromkeys(c for r in rows for c in r.symfuzz_check_seconds))
+    if checks:
+        print("symfuzz seconds per check, mean over all ops (a skipped check counts 0): "
+              + ", ".join(f"{c} {sum(r.symfuzz_check_seconds.get(c, 0.0) for r in rows) / len(rows):.2f}"
+                          for c in checks))
     ratio = f"{t_sym / t_torch:.1f}" if t_torch > 0 else "n/a"
     print(f"total seconds:                   torch {t_torch:.1f}, symfuzz {t_sym:.1f}, ratio symfuzz/torch {ratio}")
 
@@ -284,7 +304,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=60.0, help="symfuzz's budget in seconds per op (default 60)")
     parser.add_argument("--seed", type=int, default=0, help="symfuzz's seed (default 0)")
-    parser.add_argument("--ops", default=None, help="comma-separated op names (default: all 15)")
+    parser.add_argument("--ops", default=None, help="comma-separated op names (default: all)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
     parser.add_argument("--keep-cache", action="store_true",
                         help="use the environment's Inductor cache instead of a fresh one (warm-cache figures)")

@@ -17,7 +17,11 @@ import torch
 
 @torch.library.custom_op("mylib::scaled_gelu", mutates_args=())
 def scaled_gelu(x: torch.Tensor, scale: float) -> torch.Tensor:
-    """``scale * gelu(x)`` (tanh approximation), elementwise; output is contiguous."""
+    """``scale * gelu(x)`` (tanh approximation), elementwise; output is contiguous.
+
+    Floating-point inputs only: an integer input would come out float, which the
+    fake kernel (output dtype = input dtype) does not say."""
+    torch._check(x.is_floating_point(), lambda: f"scaled_gelu: floating-point input only, got {x.dtype}")
     inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))
     return (scale * 0.5 * x * (1.0 + torch.tanh(inner))).contiguous()
 
@@ -95,3 +99,24 @@ def _downsample_backward(ctx, grad):
 
 
 downsample.register_autograd(_downsample_backward, setup_context=_downsample_setup)
+
+
+
+# snap -----------------------------------------------------------------------
+# Forward-only on purpose: an inference-time op with no register_autograd (its
+# gradient is zero almost everywhere). symfuzz opcheck reports it as not
+# differentiable, an info line, never a failure; --opcheck-require-autograd (or
+# the store's require_autograd setting) would make the missing formula one.
+
+
+@torch.library.custom_op("mylib::snap", mutates_args=())
+def snap(x: torch.Tensor, step: float) -> torch.Tensor:
+    """``x`` rounded to the nearest multiple of ``step`` (fake quantization, inference only)."""
+    torch._check(x.is_floating_point(), lambda: f"snap: floating-point input only, got {x.dtype}")
+    return (torch.round(x / step) * step).contiguous()
+
+
+@snap.register_fake
+def _(x, step):
+    torch._check(x.is_floating_point(), lambda: f"snap: floating-point input only, got {x.dtype}")
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)

@@ -34,3 +34,8 @@ def test_pair_sum():
 def test_downsample():
     x = sample(4, 8)
     torch.testing.assert_close(mylib.downsample(x), x[:, ::2])
+
+
+def test_snap():
+    x = sample(4, 8)
+    torch.testing.assert_close(mylib.snap(x, 0.25), torch.round(x * 4) / 4)
