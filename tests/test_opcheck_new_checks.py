@@ -7,16 +7,11 @@ snippet of each failing input must fail (an exception) in a fresh process, and
 the same snippet on a correct op must pass.
 """
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from snippet_support import run_snippets
 
 from symfuzz.opcheck.checklist import FAKE_DEVICE, LAYOUT_CONSISTENCY, MUTATION
 from symfuzz.opcheck.checks.common import Problem, make_template
@@ -29,7 +24,6 @@ from symfuzz.opcheck.repro import render
 from symfuzz.opcheck.variants import REJECTED, UNJUDGED, Sweep, Variant
 
 NS = "symfuzz_newchecks"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _flat(x: torch.Tensor) -> torch.Tensor:
@@ -310,36 +304,6 @@ def test_layout_rejects_what_the_kernel_refuses():
 
 # ------------------------------------------------------------------ repro snippets
 
-_RUN_SNIPPETS = textwrap.dedent("""
-    import json, sys
-    results = []
-    for path in json.load(open(sys.argv[1])):
-        try:
-            exec(compile(open(path).read(), path, "exec"), {"__name__": "__main__"})
-            results.append([path, "passed", ""])
-        except SystemExit as exc:
-            results.append([path, "exit", str(exc.code)])
-        except BaseException as exc:
-            results.append([path, "raised", type(exc).__name__ + ": " + str(exc)[:300]])
-    json.dump(results, open(sys.argv[2], "w"))
-""")
-
-
-def _run_snippets(tmp_path, snippets: dict) -> dict:
-    """{name: (status, why)}: every snippet run in one fresh process, each as a script of its own."""
-    paths = []
-    for name, text in snippets.items():
-        path = tmp_path / f"{name}.py"
-        path.write_text(text)
-        paths.append(str(path))
-    (tmp_path / "paths.json").write_text(json.dumps(paths))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
-    done = subprocess.run([sys.executable, "-c", _RUN_SNIPPETS, str(tmp_path / "paths.json"), str(tmp_path / "out.json")],
-                          env=env, timeout=600, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {Path(p).stem: (status, why) for p, status, why in json.loads((tmp_path / "out.json").read_text())}
-
-
 # What each kind's snippet raises when it shows the bug.
 _RAISES = {"fake-device-raised": "RuntimeError"}  # meta tensors come first: "not on the expected device meta"
 
@@ -358,7 +322,7 @@ def test_repro_snippets_fail_on_the_bug_and_pass_on_a_correct_op(tmp_path):
         check = {mutation_judge: MUTATION, fake_device_judge: FAKE_DEVICE,
                  layout_consistency_judge: LAYOUT_CONSISTENCY}[judge_of].name
         snippets[f"ok_{name}"] = render(check, "any", _op(op), case)
-    results = _run_snippets(tmp_path, snippets)
+    results = run_snippets(tmp_path, snippets)
     for key, (status, why) in results.items():
         if key.startswith("ok_"):
             assert status == "passed", f"{key}: {status} {why}\n{snippets[key]}"

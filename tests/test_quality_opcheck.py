@@ -6,16 +6,11 @@ what an author writes (a float32 (4, 8) contiguous tensor). For most of them
 it side by side). The correct ops in correct.py must give no failures.
 """
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
-from conftest import ROOT
 from opcheck_ops import buggy, correct
+from snippet_support import run_snippets
 
 import symfuzz.opcheck as opcheck
 from symfuzz.opcheck.repro import render
@@ -126,38 +121,12 @@ _SNIPPET_RAISES = {
     "missing-autograd": ("RuntimeError",),
 }
 
-_RUN_SNIPPETS = textwrap.dedent("""
-    import json, sys, traceback
-    results = []
-    for path in json.load(open(sys.argv[1])):
-        try:
-            exec(compile(open(path).read(), path, "exec"), {"__name__": "__main__"})
-            results.append([path, "passed", ""])
-        except BaseException as exc:
-            results.append([path, "raised", type(exc).__name__ + ": " + str(exc)[:200]])
-    json.dump(results, open(sys.argv[2], "w"))
-""")
-
-
-def _run_snippets(tmp_path, snippets: dict) -> dict:
-    paths = []
-    for name, text in snippets.items():
-        path = tmp_path / f"{name}.py"
-        path.write_text(text)
-        paths.append(str(path))
-    (tmp_path / "paths.json").write_text(json.dumps(paths))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
-    subprocess.run([sys.executable, "-c", _RUN_SNIPPETS, str(tmp_path / "paths.json"), str(tmp_path / "out.json")],
-                   env=env, check=True, timeout=600, capture_output=True)
-    return {os.path.basename(p)[:-3]: (status, why) for p, status, why in json.loads((tmp_path / "out.json").read_text())}
-
-
 @pytest.mark.quality
 def test_every_failure_repro_snippet_fails_on_its_own(buggy_reports, tmp_path):
     snippets = {f"{name}__{f.check}": f.repro for name, r in buggy_reports.items() for f in r.failures}
     assert len(snippets) >= len(EXPECTED)
     kinds = {f"{name}__{f.check}": f.kind for name, r in buggy_reports.items() for f in r.failures}
-    results = _run_snippets(tmp_path, snippets)
+    results = run_snippets(tmp_path, snippets)
     passed = {k: v for k, v in results.items() if v[0] != "raised"}
     assert not passed, f"these repros do not fail: {sorted(passed)}"
     # ... and fail by showing the bug, not by being broken.
@@ -185,5 +154,5 @@ def test_repro_snippets_pass_on_a_correct_op(tmp_path):
     rows = correct.OPS["nonzero_rows"]
     rows_case = Sweep(make_template(rows, *correct.SAMPLES["nonzero_rows"])).case(Variant((4, 8), seed=1))
     snippets["symbolic_unbacked"] = render("symbolic_fake", "data-dependent-size-not-unbacked", rows, rows_case)
-    results = _run_snippets(tmp_path, snippets)
+    results = run_snippets(tmp_path, snippets)
     assert {k: v for k, v in results.items() if v[0] != "passed"} == {}

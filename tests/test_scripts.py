@@ -10,7 +10,6 @@ tolerance when compiled.
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 import torch
 
 from conftest import ROOT
+from snippet_support import run_snippets
 from symfuzz.corpus import scripts
 from symfuzz.corpus.finding import Finding
 from symfuzz.fuzz import script_runtime
@@ -193,19 +193,6 @@ def test_helpers_paste_what_pieces_use_and_refuse_project_imports():
 # ---------------------------------------------------------------- opcheck: snippet and check agree
 
 
-_RUN_SNIPPETS = textwrap.dedent("""
-    import json, sys
-    results = {}
-    for name, path in json.load(open(sys.argv[1])).items():
-        try:
-            exec(compile(open(path).read(), path, "exec"), {"__name__": "__main__"})
-            results[name] = "passed"
-        except AssertionError as exc:
-            results[name] = "failed: " + str(exc)[:300]
-    json.dump(results, open(sys.argv[2], "w"))
-""")
-
-
 def test_opcheck_inductor_snippet_and_check_agree_just_below_and_above_tolerance(tmp_path):
     """An op off by 0.9 or 1.5 tolerances when Inductor's code calls it: the check
     (in process) and its repro snippet (fresh process) give the same verdict."""
@@ -218,20 +205,16 @@ def test_opcheck_inductor_snippet_and_check_agree_just_below_and_above_tolerance
     from symfuzz.opcheck.variants import Sweep, Variant
 
     op = torch.ops.symfuzz_plant.twice.default
-    verdicts, paths = {}, {}
+    verdicts, texts = {}, {}
     for k in (0.9, 1.5):
         template = make_template(op, (torch.randn(4, 6), k), {})
         case = Sweep(template).case(Variant((5, 7), layouts=("transposed",), seed=1))
         problem = InductorDynamicCheck(op, with_grad=False, mutable=set())(case)
         assert problem is None or isinstance(problem, Problem), problem
         verdicts[k] = problem
-        paths[str(k)] = str(tmp_path / f"snippet_{k}.py")
-        (tmp_path / f"snippet_{k}.py").write_text(render("inductor_dynamic", "value-mismatch", op, case))
-    (tmp_path / "paths.json").write_text(json.dumps(paths))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
-    subprocess.run([sys.executable, "-c", _RUN_SNIPPETS, str(tmp_path / "paths.json"), str(tmp_path / "out.json")],
-                   env=env, check=True, timeout=600, capture_output=True)
-    snippets = json.loads((tmp_path / "out.json").read_text())
-    assert verdicts[0.9] is None and snippets["0.9"] == "passed", (verdicts[0.9], snippets)
+        texts[f"snippet_{k}"] = render("inductor_dynamic", "value-mismatch", op, case)
+    snippets = run_snippets(tmp_path, texts)
+    assert verdicts[0.9] is None and snippets["snippet_0.9"] == ("passed", ""), (verdicts[0.9], snippets)
     assert verdicts[1.5] is not None and verdicts[1.5].kind == "value-mismatch", verdicts[1.5]
-    assert snippets["1.5"].startswith("failed: compiled vs eager: value-mismatch at out[0]"), snippets
+    status, why = snippets["snippet_1.5"]
+    assert status == "raised" and why.startswith("AssertionError: compiled vs eager: value-mismatch at out[0]"), snippets

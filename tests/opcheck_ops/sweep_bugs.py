@@ -23,34 +23,9 @@ from typing import Optional
 
 import torch
 
+from opcheck_ops.kernel_parts import double, no_context, row_major_strides, save_inputs, save_shape
+
 NS = "symfuzz_sweep"
-
-
-def _no_context(ctx, inputs, output):
-    pass
-
-
-def _save_inputs(ctx, inputs, output):
-    ctx.save_for_backward(*(t for t in inputs if isinstance(t, torch.Tensor)))
-
-
-def _save_shape(ctx, inputs, output):
-    ctx.shape = inputs[0].shape
-
-
-def _double(x):
-    """``x + x``: twice x in x's own dtype (``x * 2`` would turn a bool x into int64)."""
-    return x + x
-
-
-def _row_major_strides(shape):
-    """The strides of a contiguous tensor of ``shape`` (what a C++ kernel assumes)."""
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
-
 
 # 1. mean_div (dtype class: int) ---------------------------------------------
 
@@ -74,7 +49,7 @@ def _(x):
 
 mean_div.register_autograd(
     lambda ctx, grad: grad.unsqueeze(-1).expand(ctx.shape) / ctx.shape[-1],
-    setup_context=_save_shape,
+    setup_context=save_shape,
 )
 
 
@@ -102,7 +77,7 @@ def _magnitude_backward(ctx, grad):
     return grad * x.sgn()
 
 
-magnitude.register_autograd(_magnitude_backward, setup_context=_save_inputs)
+magnitude.register_autograd(_magnitude_backward, setup_context=save_inputs)
 
 
 # 3. nonzeros (value class: zeros) -------------------------------------------
@@ -158,7 +133,7 @@ def clip_inplace(x: torch.Tensor) -> torch.Tensor:
     clamped, and the caller's x changes."""
     if bool((x.abs() > 10).any()):
         x.clamp_(-10, 10)
-    return _double(x)
+    return double(x)
 
 
 @clip_inplace.register_fake
@@ -292,7 +267,7 @@ def _take_last_backward(ctx, grad):
     return gx, None
 
 
-take_last.register_autograd(_take_last_backward, setup_context=_save_shape)
+take_last.register_autograd(_take_last_backward, setup_context=save_shape)
 
 
 # 8. cpu_only_fake (device) --------------------------------------------------
@@ -307,7 +282,7 @@ def cpu_only_fake(x: torch.Tensor) -> torch.Tensor:
     dtype, shape and strides are right, and so is the device for every CPU
     input, the sample included; on meta tensors or fake CUDA tensors the
     output lands on the CPU."""
-    return _double(x)
+    return double(x)
 
 
 @cpu_only_fake.register_fake
@@ -316,7 +291,7 @@ def _(x):
     return torch.empty_like(x, device="cpu")
 
 
-cpu_only_fake.register_autograd(lambda ctx, grad: grad * 2, setup_context=_no_context)
+cpu_only_fake.register_autograd(lambda ctx, grad: grad * 2, setup_context=no_context)
 
 
 # 9. row_major (layout: transposed) ------------------------------------------
@@ -332,8 +307,8 @@ def row_major(x: torch.Tensor) -> torch.Tensor:
     transposed input the elements come in the wrong order, so
     ``op(x) != op(x.contiguous())``.  The output is always contiguous, as the
     fake kernel says."""
-    raw = torch.as_strided(x, x.shape, _row_major_strides(x.shape), x.storage_offset())
-    return _double(raw)
+    raw = torch.as_strided(x, x.shape, row_major_strides(x.shape), x.storage_offset())
+    return double(raw)
 
 
 @row_major.register_fake
@@ -341,7 +316,7 @@ def _(x):
     return x.new_empty(x.shape)
 
 
-row_major.register_autograd(lambda ctx, grad: grad * 2, setup_context=_no_context)
+row_major.register_autograd(lambda ctx, grad: grad * 2, setup_context=no_context)
 
 
 # 10. no_offset (layout: sliced) ---------------------------------------------
@@ -357,7 +332,7 @@ def no_offset(x: torch.Tensor) -> torch.Tensor:
     expanded inputs start at offset 0, the sample included; a sliced input
     (an offset view) reads the wrong elements.  The output is always
     contiguous, as the fake kernel says."""
-    return _double(torch.as_strided(x, x.shape, x.stride(), 0)).contiguous()  # fresh: no copy unless strided
+    return double(torch.as_strided(x, x.shape, x.stride(), 0)).contiguous()  # fresh: no copy unless strided
 
 
 @no_offset.register_fake
@@ -365,7 +340,7 @@ def _(x):
     return x.new_empty(x.shape)
 
 
-no_offset.register_autograd(lambda ctx, grad: grad * 2, setup_context=_no_context)
+no_offset.register_autograd(lambda ctx, grad: grad * 2, setup_context=no_context)
 
 
 # 11. mul_rows (broadcast: gradient) -----------------------------------------
@@ -403,7 +378,7 @@ def _mul_rows_backward(ctx, grad):
     return _unbroadcast_by_mean(grad * w, x.shape), _unbroadcast_by_mean(grad * x, w.shape)
 
 
-mul_rows.register_autograd(_mul_rows_backward, setup_context=_save_inputs)
+mul_rows.register_autograd(_mul_rows_backward, setup_context=save_inputs)
 
 
 # 12. add_bias (broadcast: fake) ---------------------------------------------
@@ -451,7 +426,7 @@ def sanitize(x: torch.Tensor) -> torch.Tensor:
     values (SchemaCheckMode) sees nothing; x's version counter is bumped, and
     its storage written, on every call."""
     x.masked_fill_(~torch.isfinite(x), 0)
-    return _double(x)
+    return double(x)
 
 
 @sanitize.register_fake
@@ -459,7 +434,7 @@ def _(x):
     return torch.empty_like(x)
 
 
-sanitize.register_autograd(lambda ctx, grad: grad * 2, setup_context=_no_context)
+sanitize.register_autograd(lambda ctx, grad: grad * 2, setup_context=no_context)
 
 
 # 14. half_accum (dtype class: half precision) -------------------------------

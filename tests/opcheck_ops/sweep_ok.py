@@ -19,33 +19,9 @@ from typing import Optional
 
 import torch
 
+from opcheck_ops.kernel_parts import double, no_context, row_major_strides, save_inputs, save_shape
+
 NS = "symfuzz_sweep_ok"
-
-
-def _no_context(ctx, inputs, output):
-    pass
-
-
-def _save_inputs(ctx, inputs, output):
-    ctx.save_for_backward(*(t for t in inputs if isinstance(t, torch.Tensor)))
-
-
-def _save_shape(ctx, inputs, output):
-    ctx.shape = inputs[0].shape
-
-
-def _double(x):
-    """``x + x``: twice x in x's own dtype (``x * 2`` would turn a bool x into int64)."""
-    return x + x
-
-
-def _row_major_strides(shape):
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
-
 
 # mean_div_ok ----------------------------------------------------------------
 
@@ -65,7 +41,7 @@ def _(x):
 
 mean_div_ok.register_autograd(
     lambda ctx, grad: grad.unsqueeze(-1).expand(ctx.shape) / ctx.shape[-1],
-    setup_context=_save_shape,
+    setup_context=save_shape,
 )
 
 
@@ -90,7 +66,7 @@ def _magnitude_backward(ctx, grad):
     return grad * x.sgn()
 
 
-magnitude_ok.register_autograd(_magnitude_backward, setup_context=_save_inputs)
+magnitude_ok.register_autograd(_magnitude_backward, setup_context=save_inputs)
 
 
 # nonzeros_ok ----------------------------------------------------------------
@@ -192,7 +168,7 @@ def _pad_to_backward(ctx, grad):
     return gx, None
 
 
-pad_to_ok.register_autograd(_pad_to_backward, setup_context=_save_shape)
+pad_to_ok.register_autograd(_pad_to_backward, setup_context=save_shape)
 
 
 # take_last_ok ---------------------------------------------------------------
@@ -219,7 +195,7 @@ def _take_last_backward(ctx, grad):
     return gx, None
 
 
-take_last_ok.register_autograd(_take_last_backward, setup_context=_save_shape)
+take_last_ok.register_autograd(_take_last_backward, setup_context=save_shape)
 
 
 # cpu_ok ---------------------------------------------------------------------
@@ -228,7 +204,7 @@ take_last_ok.register_autograd(_take_last_backward, setup_context=_save_shape)
 @torch.library.custom_op(f"{NS}::cpu_ok", mutates_args=())
 def cpu_ok(x: torch.Tensor) -> torch.Tensor:
     """``x + x``; the fake kernel's output is on x's device (meta, fake CUDA)."""
-    return _double(x)
+    return double(x)
 
 
 @cpu_ok.register_fake
@@ -236,7 +212,7 @@ def _(x):
     return torch.empty_like(x, device=x.device)
 
 
-cpu_ok.register_autograd(lambda ctx, grad: grad * 2, setup_context=_no_context)
+cpu_ok.register_autograd(lambda ctx, grad: grad * 2, setup_context=no_context)
 
 
 # row_major_ok ---------------------------------------------------------------
@@ -248,8 +224,8 @@ def row_major_ok(x: torch.Tensor) -> torch.Tensor:
     after ``x.contiguous()`` makes that true for every layout (transposed,
     sliced, expanded)."""
     x = x.contiguous()
-    raw = torch.as_strided(x, x.shape, _row_major_strides(x.shape), x.storage_offset())
-    return _double(raw)
+    raw = torch.as_strided(x, x.shape, row_major_strides(x.shape), x.storage_offset())
+    return double(raw)
 
 
 @row_major_ok.register_fake
@@ -257,7 +233,7 @@ def _(x):
     return x.new_empty(x.shape)
 
 
-row_major_ok.register_autograd(lambda ctx, grad: grad * 2, setup_context=_no_context)
+row_major_ok.register_autograd(lambda ctx, grad: grad * 2, setup_context=no_context)
 
 
 # no_offset_ok ---------------------------------------------------------------
@@ -267,7 +243,7 @@ row_major_ok.register_autograd(lambda ctx, grad: grad * 2, setup_context=_no_con
 def no_offset_ok(x: torch.Tensor) -> torch.Tensor:
     """``2 * x`` through a raw view of x's storage that keeps x's strides and
     its storage offset (a sliced input reads the right elements)."""
-    return _double(torch.as_strided(x, x.shape, x.stride(), x.storage_offset())).contiguous()
+    return double(torch.as_strided(x, x.shape, x.stride(), x.storage_offset())).contiguous()
 
 
 @no_offset_ok.register_fake
@@ -275,7 +251,7 @@ def _(x):
     return x.new_empty(x.shape)
 
 
-no_offset_ok.register_autograd(lambda ctx, grad: grad * 2, setup_context=_no_context)
+no_offset_ok.register_autograd(lambda ctx, grad: grad * 2, setup_context=no_context)
 
 
 # mul_rows_ok ----------------------------------------------------------------
@@ -298,7 +274,7 @@ def _mul_rows_backward(ctx, grad):
     return (grad * w).sum_to_size(x.shape), (grad * x).sum_to_size(w.shape)
 
 
-mul_rows_ok.register_autograd(_mul_rows_backward, setup_context=_save_inputs)
+mul_rows_ok.register_autograd(_mul_rows_backward, setup_context=save_inputs)
 
 
 # add_bias_ok ----------------------------------------------------------------
@@ -336,7 +312,7 @@ def clip_ok(x: torch.Tensor) -> torch.Tensor:
     Numbers only: bool is refused (clamp would promote it to int64)."""
     if x.dtype == torch.bool:
         raise TypeError("clip_ok: bool inputs are not numbers")
-    return _double(x.clamp(-10, 10))
+    return double(x.clamp(-10, 10))
 
 
 @clip_ok.register_fake
@@ -363,7 +339,7 @@ clip_ok.register_autograd(_clip_backward, setup_context=_clip_setup)
 def sanitize_ok(x: torch.Tensor) -> torch.Tensor:
     """``2 * x`` with non-finite entries zeroed, out of place: x is never written."""
     # where() follows x's layout, as empty_like does (out-of-place masked_fill returns a contiguous tensor)
-    return _double(torch.where(torch.isfinite(x), x, torch.zeros((), dtype=x.dtype)))
+    return double(torch.where(torch.isfinite(x), x, torch.zeros((), dtype=x.dtype)))
 
 
 @sanitize_ok.register_fake
@@ -376,7 +352,7 @@ def _sanitize_backward(ctx, grad):
     return grad * 2 * torch.isfinite(x)
 
 
-sanitize_ok.register_autograd(_sanitize_backward, setup_context=_save_inputs)
+sanitize_ok.register_autograd(_sanitize_backward, setup_context=save_inputs)
 
 
 # half_accum_ok --------------------------------------------------------------
