@@ -5,10 +5,10 @@ from __future__ import annotations
 import keyword
 import re
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Optional
 
-from symfuzz.fuzz.ir import BranchNode, CondNode, ExprNode, OpNode, Program
-from symfuzz.fuzz.specs.base import DTYPE_KIND
+from symfuzz.fuzz.ir import SCALAR_KINDS, BranchNode, CondNode, ExprNode, OpNode, Program
+from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
 
 # Dynamism marks a dim may carry in a call. "auto" means none: automatic dynamic.
 MARKS = ("auto", "dynamic", "maybe_dynamic", "static", "unbacked")
@@ -76,26 +76,61 @@ def _check_config(config) -> dict:
     return dict(config)
 
 
+def _check_scalar(kind, value, where: str) -> None:
+    ok = {
+        "int": lambda v: _whole(v),
+        "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf"),
+        "bool": lambda v: isinstance(v, bool),
+        "ints": lambda v: isinstance(v, list) and len(v) <= 8 and all(_whole(x) for x in v),
+    }.get(kind)
+    if ok is None:
+        raise ValueError(f"{where}: scalar {kind!r:.40} is not one of {', '.join(SCALAR_KINDS)}")
+    if not ok(value) or (kind in ("int", "ints") and any(abs(x) > 2**31 for x in (value if kind == "ints" else [value]))):
+        raise ValueError(f"{where}: value {value!r:.60} is not a finite {kind}")
+
+
 @dataclass(frozen=True)
 class ArgSpec:
-    """One tensor argument of one call: everything needed to rebuild it."""
+    """One argument of one call: everything needed to rebuild it.
+
+    A tensor: shape, dtype, seed, layout, dynamism marks, and whether it
+    requires grad (the gradient oracle then compares gradients with respect
+    to it). A Python number or int list (``scalar`` is one of
+    ``ir.SCALAR_KINDS``): ``value`` is the argument itself; shape is ().
+    """
 
     shape: tuple[int, ...]
     dtype: str
     seed: int
     layout: dict = field(default_factory=lambda: {"kind": "contiguous"}, hash=False)
     marks: dict = field(default_factory=dict, hash=False)  # dim -> {"mark": ..., "min":, "max":}
+    requires_grad: bool = False
+    scalar: str = ""  # "" for a tensor
+    value: Any = field(default=None, hash=False)
+
+    @staticmethod
+    def of_scalar(kind: str, value) -> "ArgSpec":
+        return ArgSpec((), SCALAR_KINDS[kind], 0, scalar=kind, value=list(value) if kind == "ints" else value)
 
     def to_json(self) -> dict:
+        if self.scalar:
+            return {"scalar": self.scalar, "value": list(self.value) if self.scalar == "ints" else self.value}
         data = {"shape": list(self.shape), "dtype": self.dtype, "seed": self.seed, "layout": self.layout}
         if self.marks:
             data["marks"] = {str(k): v for k, v in self.marks.items()}
+        if self.requires_grad:
+            data["requires_grad"] = True
         return data
 
     @staticmethod
     def from_json(data: dict, where: str = "argument") -> "ArgSpec":
         if not isinstance(data, dict):
             raise ValueError(f"{where} must be an object, got {type(data).__name__}")
+        if "scalar" in data:
+            if set(data) != {"scalar", "value"}:
+                raise ValueError(f"{where}: a scalar argument has only scalar and value")
+            _check_scalar(data["scalar"], data["value"], where)
+            return ArgSpec.of_scalar(data["scalar"], data["value"])
         shape, dtype, seed = data["shape"], data["dtype"], data["seed"]
         if not isinstance(shape, list) or not all(_whole(s, 0) for s in shape):
             raise ValueError(f"{where}: shape {shape!r:.80} is not a list of sizes (whole numbers)")
@@ -106,7 +141,11 @@ class ArgSpec:
         layout = data.get("layout") or {"kind": "contiguous"}
         _check_layout(layout, where)
         marks = _check_marks(data.get("marks", {}), where)
-        return ArgSpec(tuple(shape), dtype, seed, layout, marks)
+        requires_grad = data.get("requires_grad", False)
+        if not isinstance(requires_grad, bool) or (requires_grad and DTYPE_KIND[dtype] != FLOAT):
+            raise ValueError(f"{where}: requires_grad {requires_grad!r:.40} must be true or false, and true only "
+                             "for a floating dtype")
+        return ArgSpec(tuple(shape), dtype, seed, layout, marks, requires_grad)
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,14 @@ from typing import Any, Optional, Union
 from symfuzz.fuzz.specs import get_spec
 from symfuzz.fuzz.specs.base import DTYPE_KIND
 
-# v2 added CheckNode, GraphBreakNode, ExprNode and CondNode. A program that
-# uses none of them is still written as v1, so older readers replay it.
-IR_VERSION = 2
+# v2 added CheckNode, GraphBreakNode, ExprNode and CondNode; v3 added Python
+# number and int-list inputs (``Input.kind``). A program is written with the
+# oldest version that expresses it, so older readers replay what they can.
+IR_VERSION = 3
+
+# What a parameter of ``fn`` may be besides a tensor, with the dtype its Input
+# records (the dtype of the tensor torch would make of it).
+SCALAR_KINDS = {"int": "int64", "float": "float64", "bool": "bool", "ints": "int64"}
 
 # The names a rendered program may use besides its own values.
 PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
@@ -32,16 +37,24 @@ PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 
 @dataclass(frozen=True)
 class Input:
-    """A tensor parameter of ``fn``.
+    """A parameter of ``fn``: a tensor, or (IR v3) a Python number or int list.
 
     ``dims`` ties each dimension to a size symbol (a string such as ``"s0"``)
     or fixes it (an int). Calls in a Schedule assign values to the symbols,
     so dims sharing a symbol are always equal (duck sizing on purpose).
+    ``kind`` is "tensor", or one of ``SCALAR_KINDS`` ("int", "float", "bool",
+    "ints": a list of ints, e.g. a view's target); those have no dims, and
+    each call's ``ArgSpec.value`` gives their value.
     """
 
     name: str
     dtype: str
     dims: tuple[Union[str, int], ...]
+    kind: str = "tensor"
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == "tensor"
 
     @property
     def rank(self) -> int:
@@ -182,12 +195,14 @@ class Program:
 
     def ir_version(self) -> int:
         """The oldest IR version that can express this program."""
-        return 1 if all(isinstance(n, V1_NODES) for n in self.body) else IR_VERSION
+        if any(not i.is_tensor for i in self.inputs):
+            return 3
+        return 1 if all(isinstance(n, V1_NODES) for n in self.body) else 2
 
     def to_json(self) -> dict:
         return {
             "ir_version": self.ir_version(),
-            "inputs": [{"name": i.name, "dtype": i.dtype, "dims": list(i.dims)} for i in self.inputs],
+            "inputs": [_input_to_json(i) for i in self.inputs],
             "body": [_node_to_json(n) for n in self.body],
             "outputs": list(self.outputs),
         }
@@ -275,12 +290,24 @@ def _node_to_json(node: Node) -> dict:
     return data
 
 
+def _input_to_json(inp: Input) -> dict:
+    data = {"name": inp.name, "dtype": inp.dtype, "dims": list(inp.dims)}
+    if not inp.is_tensor:
+        data["kind"] = inp.kind
+    return data
+
+
 def _input_from_json(data, index: int) -> Input:
-    if not isinstance(data, dict) or set(data) != {"name", "dtype", "dims"}:
-        raise ValueError(f"program: input {index} must be an object with name, dtype and dims")
+    if not isinstance(data, dict) or not {"name", "dtype", "dims"} <= set(data) <= {"name", "dtype", "dims", "kind"}:
+        raise ValueError(f"program: input {index} must be an object with name, dtype and dims (and maybe kind)")
     if not isinstance(data["dims"], list):
         raise ValueError(f"program: input {index}: dims must be a list")
-    return Input(data["name"], data["dtype"], tuple(data["dims"]))
+    kind = data.get("kind", "tensor")
+    if kind != "tensor" and kind not in SCALAR_KINDS:
+        raise ValueError(f"program: input {index}: kind {kind!r:.40} is not tensor or one of {', '.join(SCALAR_KINDS)}")
+    if kind != "tensor" and (data["dims"] or data["dtype"] != SCALAR_KINDS[kind]):
+        raise ValueError(f"program: input {index}: a {kind} input has no dims and dtype {SCALAR_KINDS[kind]}")
+    return Input(data["name"], data["dtype"], tuple(data["dims"]), kind)
 
 
 def _node_from_json(data, index: int) -> Node:

@@ -173,8 +173,16 @@ def value_class(t, values, low=None, high=None):
 
 
 def make_arg(spec, device="cpu"):
-    """A tensor from an argument spec: {"shape", "dtype", "layout", "seed"} (``make_input``)."""
-    return make_input(spec["shape"], DTYPES[spec["dtype"]], spec["seed"], spec.get("layout"), device=device)
+    """An argument from its spec: a tensor from {"shape", "dtype", "layout", "seed"} (``make_input``),
+    requiring grad when "requires_grad" says so; or a Python number or int list,
+    {"scalar": kind, "value": value}, passed as it is (a list as a new list)."""
+    if "scalar" in spec:
+        value = spec["value"]
+        return list(value) if isinstance(value, list) else value
+    tensor = make_input(spec["shape"], DTYPES[spec["dtype"]], spec["seed"], spec.get("layout"), device=device)
+    if spec.get("requires_grad"):
+        tensor.requires_grad_(True)
+    return tensor
 
 
 def make_args(call, device="cpu"):
@@ -204,7 +212,8 @@ def apply_marks(tensor, marks):
 
 def make_compiled_args(call, device="cpu"):
     """Inputs for the compiled side of a call: as ``make_args``, plus the marks."""
-    return [apply_marks(make_arg(spec, device), spec.get("marks")) for spec in call["args"]]
+    return [make_arg(spec, device) if "scalar" in spec else apply_marks(make_arg(spec, device), spec.get("marks"))
+            for spec in call["args"]]
 
 
 def _config_modules():
@@ -254,15 +263,61 @@ def snapshot(value):
 
 
 def run_call(fn, args):
-    """Call ``fn``; returns {"out": outputs + final input states} or {"error": ...}."""
+    """Call ``fn``; returns {"out": (outputs, final input states[, gradients])} or {"error": ...}.
+
+    When some argument requires grad, the record's tree gains a third part:
+    the gradients of a loss (``gradient_loss``) with respect to those
+    arguments, in order (None where the loss does not depend on one), so the
+    backward pass (compiled by AOTAutograd on the compiled side) is judged
+    like any output. An error raised while computing them says ``"during":
+    "backward"``.
+    """
     start = time.perf_counter()
+    phase = "forward"
     try:
         out = fn(*args)
-        result = {"out": (snapshot(out), snapshot(tuple(args)))}
+        wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        tree = (snapshot(out), snapshot(tuple(args)))
+        if wanted:
+            phase = "backward"
+            tree += (input_gradients(out, wanted),)
+        result = {"out": tree}
     except Exception as exc:  # noqa: BLE001 - any failure is data here
         result = {"error": describe_exception(exc)}
+        if phase == "backward":
+            result["error"]["during"] = "backward"
     result["seconds"] = time.perf_counter() - start
     return result
+
+
+COTANGENT_SEED = 7919  # cotangent i is make_input(its output's shape, dtype, COTANGENT_SEED + i)
+
+
+def gradient_loss(out):
+    """sum_i (o_i * c_i).sum() over the floating outputs ``o_i`` that require grad,
+    with seeded cotangents ``c_i``; None when no output requires grad.
+
+    The cotangents are standard normal, drawn in float32 and cast (the fp64
+    reference gets the same values), so no gradient is a plain sum that a
+    wrong but symmetric formula would still get right.
+    """
+    leaves = [t for _, t in flatten(out) if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+    loss = None
+    for i, t in enumerate(leaves):
+        cotangent = make_input(tuple(t.shape), t.dtype, COTANGENT_SEED + i, device=t.device)
+        term = (t * cotangent).sum()
+        loss = term if loss is None else loss + term
+    return loss
+
+
+def input_gradients(out, wanted):
+    """The gradients of ``gradient_loss(out)`` with respect to ``wanted`` (None
+    for an argument it does not reach), detached copies."""
+    loss = gradient_loss(out)
+    if loss is None:
+        return tuple(None for _ in wanted)
+    grads = torch.autograd.grad(loss, wanted, allow_unused=True)
+    return tuple(None if g is None else g.detach().clone() for g in grads)
 
 
 def describe_exception(exc):
@@ -485,7 +540,7 @@ def to_reference_args(args):
     out = []
     for a in args:
         if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
-            out.append(a.detach().to(torch.float64))
+            out.append(a.detach().to(torch.float64).requires_grad_(a.requires_grad))
         else:
             out.append(a.detach().clone() if isinstance(a, torch.Tensor) else a)
     return out
@@ -1262,6 +1317,8 @@ def failure_key(failure, output_ops):
         op = output_ops[i] if i < len(output_ops) else "?"
     elif m and m.group(1) == "1":
         op = "input-mutation"
+    elif m and m.group(1) == "2":
+        op = "grad"
     kind = failure.get("kind")
     return f"{op}|{kind}" if kind else op
 
@@ -1318,10 +1375,19 @@ def judge_call(eager, compiled, reference=None, context=None):
                 "detail": "compiled returned a result where eager raised"}
     if "error" in eager:
         return None
-    diff = compare(eager["out"], compiled["out"], reference)
+    diff = name_gradient(compare(eager["out"], compiled["out"], reference))
     if diff is None:
         return None
     diff["stage"] = "runtime"
+    return diff
+
+
+def name_gradient(diff):
+    """``compare``'s difference, with symptom "gradient-mismatch" when it lies in the
+    gradients (the third part of ``run_call``'s tree); None stays None."""
+    if diff is not None and diff.get("path", "").startswith("out[2]"):
+        diff = {**diff, "symptom": "gradient-mismatch",
+                "detail": "gradient with respect to an input: " + str(diff.get("detail", ""))}
     return diff
 
 
@@ -1423,7 +1489,7 @@ def fresh_recheck(fn, compile_fn, call, device="cpu", context=None):
     return judge_call(eager, result, lambda: reference_output(fn, call, device), context)
 
 
-REUSE_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "crash")
+REUSE_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "crash")
 
 
 def reused(result, index):

@@ -27,7 +27,8 @@ def differential_oracle(case, run) -> Verdict:
         if "error" in call.eager or "error" in call.compiled or fresh_compile_passed(call):
             continue
         explained = []
-        diff = script_runtime.compare(call.eager["out"], call.compiled["out"], call.reference, explained)
+        diff = script_runtime.name_gradient(
+            script_runtime.compare(call.eager["out"], call.compiled["out"], call.reference, explained))
         if diff is None:
             if explained and not flips:
                 flips.append((index, call, explained[0]))
