@@ -125,6 +125,9 @@ class CampaignError(Exception):
     the details are."""
 
 
+MOTIF_PREFIX = "motif:"
+
+
 class Stats:
     """What stats.json reports."""
 
@@ -181,6 +184,15 @@ class Stats:
             c["guard_regions_covered"] += guards.get("covered", 0)
         c["over_guards"] += guards.get("over_guards", 0)
         c["unexplained_recompiles"] += guards.get("unexplained_recompiles", 0)
+        c["recompiles_explained"] += guards.get("recompiles_explained", 0)
+        c["recompiles_unexplained"] += guards.get("recompiles_unexplained", 0)
+        features = msg.get("features") or {}
+        c["gradient_calls_checked"] += features.get("gradient_calls", 0)
+        c["programs_with_gradients"] += features.get("gradient_calls", 0) > 0
+        c["programs_with_scalar_inputs"] += bool(features.get("scalar_inputs"))
+        c["programs_with_modules"] += bool(features.get("module"))
+        # Per-motif counts ride in the counts (so --resume carries them), under a prefix.
+        c.update(MOTIF_PREFIX + str(m) for m in features.get("motifs") or [])
         c["rejected_calls"] += msg.get("rejected", 0)
         c["planned_reused"] += msg.get("planned_reused", 0)
         self.planned.update(msg.get("planned", []))
@@ -244,11 +256,15 @@ class Stats:
                 "called": c["programs_called"],
                 "validity_rate": round(c["programs_valid"] / generated, 4),
                 "internal_errors": c["internal_errors"],
+                "with_gradients": c["programs_with_gradients"],
+                "with_scalar_inputs": c["programs_with_scalar_inputs"],
+                "with_modules": c["programs_with_modules"],
             },
             "calls": {"made": c["calls"], "checked": c["calls_checked"], "recompiles": c["recompiles"],
                       "graphs_compiled": c["graphs_compiled"],
                       "checked_per_compile": round(c["calls_checked"] / c["graphs_compiled"], 3) if c["graphs_compiled"] else 0,
                       "rejected_by_marks": c["rejected_calls"],
+                      "gradients_checked": c["gradient_calls_checked"],
                       "graphs_compiled_per_call": dict(self.graphs_per_call)},
             "guards": {
                 "programs_with_guards": c["programs_with_guards"],
@@ -260,7 +276,10 @@ class Stats:
                 "over_specializations": c["over_specializations"],
                 "over_guards": c["over_guards"],
                 "unexplained_recompiles": c["unexplained_recompiles"],
+                "recompiles_explained": c["recompiles_explained"],
+                "recompiles_unexplained": c["recompiles_unexplained"],
             },
+            "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
             "findings": extra,
             "time_seconds": {k: round(v, 2) for k, v in tracked.items()},
             "time_share": {k: round(v / worker_seconds, 4) if worker_seconds else 0 for k, v in tracked.items()},

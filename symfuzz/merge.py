@@ -325,10 +325,13 @@ def _merge_corpus(sources: list[Source], build: Path) -> None:
 
 # Sections whose numbers add up across sources (a dict value: its keys add up too).
 _SUMMED = {
-    "programs": ("generated", "valid", "compiled", "called", "internal_errors"),
-    "calls": ("made", "checked", "recompiles", "graphs_compiled", "rejected_by_marks", "graphs_compiled_per_call"),
+    "programs": ("generated", "valid", "compiled", "called", "internal_errors", "with_gradients", "with_scalar_inputs",
+                 "with_modules"),
+    "calls": ("made", "checked", "recompiles", "graphs_compiled", "rejected_by_marks", "graphs_compiled_per_call",
+              "gradients_checked"),
     "guards": ("programs_with_guards", "regions", "regions_covered", "planned_calls", "planned_reuse_calls_reused",
-               "over_specializations", "over_guards", "unexplained_recompiles"),
+               "over_specializations", "over_guards", "unexplained_recompiles", "recompiles_explained",
+               "recompiles_unexplained"),
 }
 # Keys whose value is one setting of the run: kept when the sources agree.
 _SETTINGS = ("jobs", "budget_seconds", "executor")
@@ -413,6 +416,7 @@ def merge_stats(sources: list[Source], shards: bool, duplicates: int) -> dict:
     total = sum(seconds.values())
     # Each source's shares are of its worker time, which its time_seconds add up to (overhead is the rest).
     take("time_share", {k: round(v / total, 4) if total else 0 for k, v in seconds.items()})
+    take("motifs", dict(sorted(_sum_dicts(s.stats.get("motifs") or {} for s in sources).items())))
     ops = _sum_dicts(s.stats.get("ops") or {} for s in sources)
     take("ops", dict(sorted(ops.items())))
     take("distinct_ops", len(ops))

@@ -88,7 +88,21 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         "rejected": sum(1 for c in calls if "error" in c.compiled and "error" not in c.eager
                         and script_runtime.rejection(c.compiled["error"], run.context) == "rejected"),
         "first_errors": _first_errors(calls),
+        "features": case_features(case, calls),
         "guard_shapes": guard_shapes(run.guards.get("guards") or []),
+    }
+
+
+def case_features(case, calls) -> dict:
+    """What the case exercised beyond tensor inputs and forward values, for stats.json:
+    calls whose gradients were compared (both sides returned, some input requires grad),
+    Python-number or int-list inputs, and the real-model motifs it was built from."""
+    grads = [any(a.requires_grad for a in spec.args) for spec in case.schedule.calls]
+    return {
+        "gradient_calls": sum(1 for call, wanted in zip(calls, grads)
+                              if wanted and "error" not in call.eager and "error" not in call.compiled),
+        "scalar_inputs": any(not inp.is_tensor for inp in case.program.inputs),
+        "motifs": [str(m) for m in case.origin.get("motifs") or []],
     }
 
 
