@@ -10,14 +10,23 @@ Two findings, both about dynamism the schedule asked for and did not get:
   ShapeEnv guard, range, duck-size equality and static size holds, same
   layouts and dtypes as the compiling call) recompiled anyway.
 
-Over-guards (a recompile that produced the same graph again) and
-recompiles the guard managers did not predict are counted in stats only.
+and one about the guards themselves:
+
+- unsound recompile: the program's own frame recompiled at a call that a
+  cached graph's guard manager, asked just before with the same arguments,
+  accepted (``oracles.lanes.recompile_reasons``; the repro asks and judges
+  the same way).
+
+Over-guards (a recompile that produced the same graph again) and the other
+recompiles the guard managers did not predict (another frame compiled: a
+resume function after a graph break, a nested function) are counted in
+stats only.
 """
 
 from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
-from symfuzz.oracles.verdict import ExcessRecompile, RaisedError, Verdict, passed
+from symfuzz.oracles.verdict import ExcessRecompile, RaisedError, UnsoundRecompile, Verdict, passed
 
 
 def _comparable(case, index, other) -> bool:
@@ -41,6 +50,15 @@ def recompiles_oracle(case, run) -> Verdict:
                 return Verdict(False, "recompiles", "over-specialization", "dynamo",
                                script_runtime.signature("over-specialization", run.lane, key), index,
                                RaisedError(error=failure["error"], detail=failure["detail"]))
+    for index, call in enumerate(run.calls):
+        explanation = call.compiled.get("recompile") or {}
+        if explanation.get("unsound"):
+            return Verdict(False, "recompiles", "unsound-recompile", "guard",
+                           script_runtime.signature("unsound-recompile", run.lane, explanation["key"]), index,
+                           UnsoundRecompile(
+                               detail=explanation["detail"],
+                               recompile_reason=explanation["reason"], admitted_by=explanation["admitted_by"],
+                               reasons=explanation["reasons"]))
     the_case = run.case or case
     compiling = run.guards.get("model_call")
     if run.dynamic is True and compiling is not None:

@@ -17,9 +17,11 @@ SYMPTOMS = (
     "accepts-invalid",  # compiled returned where eager raised
     "value-mismatch",
     "metadata-mismatch",  # shape, dtype or output structure differs
+    "gradient-mismatch",  # a gradient with respect to an input differs (the compiled backward)
     "unsound-guard",  # a reused graph is wrong for the new shape; a fresh compile is right
     "over-specialization",  # a dim marked dynamic was specialized without the program asking
     "excess-recompiles",
+    "unsound-recompile",  # a guard manager accepted a call, and the frame recompiled at it anyway
     "fake-real-mismatch",
     "timeout",
     "process-death",  # segfault, abort, out of memory
@@ -100,7 +102,7 @@ class RaisedError(Evidence):
 class OutputMismatch(Evidence):
     """Compiled and eager both returned on a call, with different results."""
 
-    SYMPTOMS: ClassVar[tuple] = ("value-mismatch", "metadata-mismatch")
+    SYMPTOMS: ClassVar[tuple] = ("value-mismatch", "metadata-mismatch", "gradient-mismatch")
 
     path: str  # the output that differs, e.g. "out[0][2]" (``script_runtime.flatten``); "out": the structure
     detail: str  # how it differs, e.g. "1/4 elements differ ..." or "compiled float32[3], eager float32[4]"
@@ -120,6 +122,22 @@ class ExcessRecompile(Evidence):
     detail: str
     recompile_reason: str  # Dynamo's reason for the recompile, normalized
     guards: Optional[list] = None  # the guards of the graph the call should have reused, as ``oracles.lanes.guards`` lists them
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnsoundRecompile(Evidence):
+    """The program's own frame recompiled at a call that one of its cached graphs'
+    guard managers, asked just before the call with the same arguments, accepted
+    (``oracles.lanes.recompile_reasons``): a guard rejected at frame entry what its
+    guard manager accepts, or state a guard reads changed between the two."""
+
+    SYMPTOMS: ClassVar[tuple] = ("unsound-recompile",)
+
+    detail: str
+    recompile_reason: str  # Dynamo's guard failure for the entry that had accepted, as recorded
+    admitted_by: list  # compile ids ("0/1") of the entries whose guard managers accepted the call before it
+    reasons: Optional[dict] = None  # code name -> normalized guard failures recorded during the call
+    guard_manager_accepted: bool = True  # the predicting guard managers' verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,8 +227,8 @@ class Died(Evidence):
 
 
 # Families tried, in order, for a verdict's symptom (None: a pass).
-FAMILIES = (RaisedError, OutputMismatch, ExcessRecompile, UnsoundGuard, FakeRealMismatch, SymbolicCoverage,
-            SymbolicSkipped, Hung, Died)
+FAMILIES = (RaisedError, OutputMismatch, ExcessRecompile, UnsoundRecompile, UnsoundGuard, FakeRealMismatch,
+            SymbolicCoverage, SymbolicSkipped, Hung, Died)
 
 
 def evidence_from_json(symptom: Optional[str], data: dict) -> Optional[Evidence]:

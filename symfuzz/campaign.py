@@ -126,6 +126,7 @@ class CampaignError(Exception):
 
 
 MOTIF_PREFIX = "motif:"
+RECOMPILE_PREFIX = "recompile-class:"
 
 
 class Stats:
@@ -193,6 +194,8 @@ class Stats:
         c["programs_with_modules"] += bool(features.get("module"))
         # Per-motif counts ride in the counts (so --resume carries them), under a prefix.
         c.update(MOTIF_PREFIX + str(m) for m in features.get("motifs") or [])
+        for name, count in (guards.get("recompile_classes") or {}).items():
+            c[RECOMPILE_PREFIX + str(name)] += count
         c["rejected_calls"] += msg.get("rejected", 0)
         c["planned_reused"] += msg.get("planned_reused", 0)
         self.planned.update(msg.get("planned", []))
@@ -278,6 +281,8 @@ class Stats:
                 "unexplained_recompiles": c["unexplained_recompiles"],
                 "recompiles_explained": c["recompiles_explained"],
                 "recompiles_unexplained": c["recompiles_unexplained"],
+                "recompile_classes": {k[len(RECOMPILE_PREFIX):]: v for k, v in sorted(c.items())
+                                      if k.startswith(RECOMPILE_PREFIX)},
             },
             "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
             "findings": extra,

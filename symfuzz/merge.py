@@ -331,7 +331,7 @@ _SUMMED = {
               "gradients_checked"),
     "guards": ("programs_with_guards", "regions", "regions_covered", "planned_calls", "planned_reuse_calls_reused",
                "over_specializations", "over_guards", "unexplained_recompiles", "recompiles_explained",
-               "recompiles_unexplained"),
+               "recompiles_unexplained", "recompile_classes"),
 }
 # Keys whose value is one setting of the run: kept when the sources agree.
 _SETTINGS = ("jobs", "budget_seconds", "executor")

@@ -122,9 +122,13 @@ def _scripts() -> dict:
     symbolic = Finding(case=case.to_json(), lane=lane, environment={"torch": "x"},
                        verdict=Verdict(ok=False, oracle="symbolic-metadata", symptom="fake-real-mismatch",
                                        stage="dynamo", signature="fake-real-mismatch-0123456789", call_index=1))
+    recompile = Finding(case=case.to_json(), lane=lane, environment={"torch": "x"},
+                        verdict=Verdict(ok=False, oracle="recompiles", symptom="unsound-recompile", stage="guard",
+                                        signature="unsound-recompile-0123456789", call_index=1))
     return {
         "repro": scripts.render_repro(finding),
         "symbolic repro": scripts.render_repro(symbolic),
+        "unsound-recompile repro": scripts.render_repro(recompile),
         "compact": scripts.render_compact(case, _verdict(), lane, {"torch": "x"}),
         "graph crash": render_script(_graph(False)),
         "graph accuracy": render_script(_graph(True)),
@@ -133,7 +137,7 @@ def _scripts() -> dict:
 
 
 def test_every_script_is_built_from_the_same_pieces():
-    judged = ("repro", "symbolic repro", "compact", "graph accuracy")
+    judged = ("repro", "symbolic repro", "unsound-recompile repro", "compact", "graph accuracy")
     make_input = textwrap.dedent(ast.get_source_segment(
         (ROOT / "fuzz" / "script_runtime.py").read_text(),
         next(n for n in ast.parse((ROOT / "fuzz" / "script_runtime.py").read_text()).body

@@ -37,6 +37,8 @@ from torch.fx.experimental.validator import SympyToZ3, TranslationValidator
 from torch.utils._sympy.numbers import int_oo
 
 SOURCE_RE = re.compile(r"^L\['(\w+)'\]\.size\(\)\[(\d+)\]$")
+INT_SOURCE_RE = re.compile(r"^L\['(\w+)'\]$")  # a Python int argument's value
+INT_LOW = -8  # the lowest int argument value the planner tries (when the drawn calls had negative ones)
 # z3 work limits. Resource limits (rlimit) rather than wall-clock timeouts
 # keep the planned calls a function of the case, not of machine load; the
 # timeout is only a safety net.
@@ -60,6 +62,7 @@ class CompileRecord:
     graph_code: str
     symbolic: bool
     frame_id: Optional[int] = None  # Dynamo's frame; resume functions get their own
+    code_name: Optional[str] = None  # the compiled frame's function, e.g. "fn" or "torch_dynamo_resume_in_fn_at_9"
 
 
 class GuardRecorder:
@@ -82,8 +85,19 @@ class GuardRecorder:
         code = re.sub(r"\b[su]\d+\b", "s?", gm.code)
         compile_id = torch._guards.CompileContext.current_compile_id()
         frame_id = getattr(compile_id, "frame_id", None)
-        self.compiles.append(CompileRecord(self.call_index, shape_env, code, symbolic, frame_id))
+        self.compiles.append(CompileRecord(self.call_index, shape_env, code, symbolic, frame_id, _tracing_code_name()))
         return self.inner(gm, example_inputs)
+
+
+def _tracing_code_name() -> Optional[str]:
+    """The name of the function whose frame Dynamo is compiling now (None if unknown)."""
+    try:
+        # private torch API, looked up at use: a torch that moved it loses the name, not the compile
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        return InstructionTranslator.current_tx().f_code.co_name
+    except Exception:  # noqa: BLE001 - internals moved in some torch version
+        return None
 
 
 def recording_backend(lane, dynamic):
@@ -134,11 +148,21 @@ class GuardModel:
     validity: list[Item] = field(default_factory=list)
     untranslated: list[str] = field(default_factory=list)
     call_index: int = 0  # the schedule call whose compile these guards come from
+    # Per int argument (input index), the (lowest, highest) value planned calls may give
+    # it: not below 0 unless the drawn calls gave it negative values, and not far past the
+    # drawn magnitudes. The generator checked the program's validity only on the values it
+    # drew (``math.sqrt(k)`` of a negative k raises in eager where a compiled graph
+    # computes a NaN; an exponent 3 is fine where 64 overflows).
+    int_bounds: dict = field(default_factory=dict)
 
     def domain(self):
 
         out = []
         for (arg, dim), var in self.dims.items():
+            if not self.inputs[arg].is_tensor:  # an int argument's value
+                low, high = self.int_bounds.get(arg, (0, MODERATE))
+                out += [var >= low, var <= high]
+                continue
             rank = len(self.inputs[arg].dims)
             cap = max(2, min(MAX_SIZE, int(MAX_NUMEL ** (1.0 / max(rank, 1)))))
             out += [var >= 0, var <= cap]
@@ -154,7 +178,7 @@ class GuardModel:
     def shapes_of(self, model) -> list[tuple[int, ...]]:
         shapes = []
         for arg, inp in enumerate(self.inputs):
-            shapes.append(tuple(model.eval(self.dims[(arg, d)], model_completion=True).as_long() for d in range(len(inp.dims))))
+            shapes.append(tuple(model.eval(self.dims[(arg, d)], model_completion=True).as_long() for d in range(_width(inp))))
         return shapes
 
     def substitution(self, shapes):
@@ -199,16 +223,21 @@ def build_model(shape_env, inputs, compiling_shapes) -> Optional[GuardModel]:
     if shape_env is None or not shape_env.backed_var_to_val:
         return None
     index = {inp.name: i for i, inp in enumerate(inputs)}
-    dims = {(a, d): z3.Int(f"{inp.name}_{d}") for a, inp in enumerate(inputs) for d in range(len(inp.dims))}
+    dims = {(a, d): z3.Int(f"{inp.name}_{d}") for a, inp in enumerate(inputs) for d in range(_width(inp))}
     model = GuardModel(list(inputs), dims)
 
-    # Which input dims each backed symbol stands for.
+    # Which input dims (or int arguments) each backed symbol stands for.
     sources: dict[Any, list[tuple[int, int]]] = {}
     for sym, srcs in shape_env.var_to_sources.items():
         for src in srcs:
-            m = SOURCE_RE.match(getattr(src, "name", "") if not callable(getattr(src, "name", None)) else src.name())
+            name = getattr(src, "name", "") if not callable(getattr(src, "name", None)) else src.name()
+            m = SOURCE_RE.match(name)
             if m and m.group(1) in index:
                 sources.setdefault(sym, []).append((index[m.group(1)], int(m.group(2))))
+            m = INT_SOURCE_RE.match(name)
+            if m and m.group(1) in index and _width(inputs[index[m.group(1)]]) == 1 and \
+                    not inputs[index[m.group(1)]].is_tensor:
+                sources.setdefault(sym, []).append((index[m.group(1)], 0))
     if not sources:
         return None  # another frame's compile (e.g. a resume function after a graph break)
     backed = [s for s in shape_env.backed_var_to_val if s in sources]
@@ -308,7 +337,21 @@ def _irredundant(model: GuardModel, items: list[Item]) -> list[Item]:
 
 
 def _dim_name(inputs, key) -> str:
-    return f"{inputs[key[0]].name}.size({key[1]})"
+    inp = inputs[key[0]]
+    return f"{inp.name}.size({key[1]})" if inp.is_tensor else inp.name
+
+
+def _width(inp) -> int:
+    """How many model variables an input has: a tensor's dims; an int argument, one
+    (its value: the compiling call's value is what a specialized int is guarded to);
+    other Python numbers and int lists, none (their values stay as the calls drew them)."""
+    return len(inp.dims) if inp.is_tensor else int(inp.kind == "int")
+
+
+def model_shapes(call) -> list[tuple]:
+    """A call's arguments as the model sees them: a tensor's shape, ``(value,)`` for an
+    int argument, () for other numbers (``case.Call``)."""
+    return [(a.value,) if a.scalar == "int" else tuple(a.shape) for a in call.args]
 
 
 def _relation(to_z3_term, expr):
