@@ -42,7 +42,10 @@ class Trace:
 
     def __init__(self, shape_env, inputs, leaves):
         self.shape_env = shape_env
-        self.inputs = inputs  # [TensorMeta] of the fake inputs, before the program ran
+        # Per input, before the program ran: the fake tensor's TensorMeta; ("int", expr) for
+        # an int argument (a symbol, as Dynamo makes an int it does not specialize); ("ints",
+        # [expr]) for an int list; ("const", value) for a float or bool (constant in the trace).
+        self.inputs = inputs
         # [(path, TensorMeta | ("int", expr) | None)], paths as script_runtime.flatten names them
         self.leaves = leaves
 
@@ -108,6 +111,30 @@ def _load_for_tracing(source, prelude):
     return namespace["fn"]
 
 
+def _fake_argument(fake_mode, shape_env, name, value):
+    """The traced stand-in for one argument, and its Trace.inputs entry."""
+    # private torch API, looked up at use: scripts inline this module, whose top level imports only the standard library and torch
+    from torch._dynamo.source import GetItemSource, LocalSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+    if isinstance(value, torch.Tensor):
+        fake = fake_mode.from_tensor(
+            value, source=LocalSource(name),
+            symbolic_context=StatelessSymbolicContext(dynamic_sizes=[getattr(DimDynamic, DIM_DYNAMIC)] * value.dim()))
+        return fake, TensorMeta(fake)
+
+    def symint(number, source):
+        return shape_env.create_unspecified_symint_and_symbol(number, source, DimDynamic.DYNAMIC)
+
+    if type(value) is int:
+        fake = symint(value, LocalSource(name))
+        return fake, ("int", _expr(fake))
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        fake = [symint(v, GetItemSource(LocalSource(name), j)) for j, v in enumerate(value)]
+        return fake, ("ints", [_expr(v) for v in fake])
+    return value, ("const", value)
+
+
 def trace_symbolic(source, call, config=None, *, prelude):
     """Run the program once on symbolic fake inputs hinted by ``call``.
 
@@ -116,13 +143,8 @@ def trace_symbolic(source, call, config=None, *, prelude):
     """
     # private torch API and sympy, looked up at use: scripts inline this module, whose top level imports only the standard library and torch
     from torch._dispatch.python import enable_python_dispatcher
-    from torch._dynamo.source import LocalSource
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import (
-        DimDynamic,
-        ShapeEnv,
-        StatelessSymbolicContext,
-    )
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     fn = _load_for_tracing(source, prelude)
     names = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
@@ -133,15 +155,9 @@ def trace_symbolic(source, call, config=None, *, prelude):
         fake_mode = FakeTensorMode(shape_env=shape_env)
         real = make_args(call)
         try:
-            fakes = [
-                fake_mode.from_tensor(
-                    t,
-                    source=LocalSource(name),
-                    symbolic_context=StatelessSymbolicContext(dynamic_sizes=[getattr(DimDynamic, DIM_DYNAMIC)] * t.dim()),
-                )
-                for name, t in zip(names, real)
-            ]
-            inputs = [TensorMeta(f) for f in fakes]
+            made = [_fake_argument(fake_mode, shape_env, name, value) for name, value in zip(names, real)]
+            fakes = [fake for fake, _ in made]
+            inputs = [meta for _, meta in made]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 # Dynamo propagates fake tensors under the Python dispatcher too:
@@ -198,7 +214,19 @@ def bind(trace, real_args):
     import sympy
 
     pairs = []  # (fake TensorMeta, real tensor)
+    numbers = []  # (expr, this call's int)
     for meta, t in zip(trace.inputs, real_args):
+        if isinstance(meta, tuple):  # a Python number or int list
+            kind, traced = meta
+            if kind == "int":
+                numbers.append((traced, t))
+            elif kind == "ints":
+                if not isinstance(t, list) or len(t) != len(traced):
+                    return None, False, "an int list input has another length than in the traced call"
+                numbers += list(zip(traced, t))
+            elif t != traced or type(t) is not type(traced):
+                return None, False, f"a number input is {t!r} where the trace has the constant {traced!r}"
+            continue
         if len(meta.sizes) != t.dim():
             return None, False, "input rank differs from the traced call"
         pairs.append((meta, t))
@@ -211,7 +239,8 @@ def bind(trace, real_args):
         entries += [("size", e, v) for e, v in zip(meta.sizes, t.shape)]
         entries += [("stride", e, v) for e, v in zip(meta.strides, t.stride())]
         entries.append(("stride", meta.offset, t.storage_offset()))
-    entries.sort(key=lambda entry: entry[0] != "size")  # stable: every size first
+    entries += [("number", e, v) for e, v in numbers]
+    entries.sort(key=lambda entry: entry[0] == "stride")  # stable: every size and number first
     for _, e, v in entries:  # a stride may be duck-sized onto a size's symbol
         if isinstance(e, sympy.Symbol) and e not in bindings:
             bindings[e] = int(v)
@@ -222,6 +251,8 @@ def bind(trace, real_args):
             continue
         if kind == "size":
             return None, False, f"input size {v} where the trace has {e}"
+        if kind == "number":
+            return None, False, f"an int input is {v} where the trace has {e}"
         strides_match = False
     return bindings, strides_match, ""
 
@@ -305,7 +336,8 @@ def compare_call(trace, bindings, eager_out, strides_of, compare_strides, stride
     eager; other leaves are judged by ``baseline`` (a StrideBaseline; None:
     their strides are not compared).
     """
-    eager_leaves = flatten(eager_out)
+    # Outputs and final inputs: the trace has no gradients part (run_call's third, when inputs require grad).
+    eager_leaves = flatten(tuple(eager_out)[:2])
     if len(eager_leaves) != len(trace.leaves):
         return {"path": "out", "what": "structure", "dim": None, "symbolic": f"{len(trace.leaves)} leaves",
                 "expected": len(trace.leaves), "actual": len(eager_leaves)}
@@ -382,8 +414,8 @@ class Judgement:
         mismatch = self.mismatch
         evidence = dict(mismatch)
         evidence["bindings"] = {str(s): v for s, v in sorted(self.bindings.items(), key=lambda kv: str(kv[0]))}
-        evidence["hint_sizes"] = [list(a["shape"]) for a in calls[0]["args"]]
-        evidence["call_sizes"] = [list(a["shape"]) for a in calls[self.index]["args"]]
+        evidence["hint_sizes"] = [list(a.get("shape", ())) for a in calls[0]["args"]]
+        evidence["call_sizes"] = [list(a.get("shape", ())) for a in calls[self.index]["args"]]
         evidence["detail"] = (
             f"{mismatch['path']}: fake {mismatch['what']}"
             + (f"[{mismatch['dim']}]" if mismatch["dim"] is not None else "")

@@ -180,10 +180,17 @@ def dynamic_shapes_for(spec, calls):
     One hint object is made per symbol and shared by the dims that carry it;
     AUTO lets export discover which dims are equal, so sharing the object
     states nothing on its own (a named Dim would).
+
+    A Python number argument (``"scalar"`` in the call's JSON) gets
+    ``scalar_dynamic_shape``: an int, or each int of an int list, that takes
+    several values is ``Dim.AUTO`` with those bounds; floats and bools are
+    constants of an exported program, by design (None).
     """
     values = {}
     for call in calls:
         for i, dims in enumerate(spec["dims"]):
+            if "scalar" in call["args"][i]:
+                continue
             shape = call["args"][i]["shape"]
             for d, symbol in enumerate(dims):
                 key = symbol if symbol is not None else f"#{i}.{d}"
@@ -194,12 +201,37 @@ def dynamic_shapes_for(spec, calls):
             hints[key] = torch.export.Dim.AUTO(min=min(seen), max=max(seen))
     shapes = []
     for i, dims in enumerate(spec["dims"]):
+        if calls and "scalar" in calls[0]["args"][i]:
+            shapes.append(scalar_dynamic_shape([call["args"][i] for call in calls]))
+            continue
         per_input = {}
         for d, symbol in enumerate(dims):
             key = symbol if symbol is not None else f"#{i}.{d}"
             per_input[d] = hints.get(key, torch.export.Dim.STATIC)
         shapes.append(per_input)
     return (tuple(shapes),)  # forward(*args): one parameter, a tuple of tensors
+
+
+def scalar_dynamic_shape(args):
+    """``dynamic_shapes`` for one Python number argument, from its JSON at every call.
+
+    Export makes an int dynamic only when asked (``Dim.AUTO``), and assumes a
+    dynamic int is non-negative (its range starts at 0), so an int that ever
+    takes a negative value stays a constant: calls with another value are then
+    refused by the exported program's guard, and rejected. An int list is a
+    list of such specs, one per element."""
+    kind = args[0]["scalar"]
+    if kind == "int":
+        return _int_dim([a["value"] for a in args])
+    if kind == "ints" and len({len(a["value"]) for a in args}) == 1:
+        return [_int_dim([a["value"][j] for a in args]) for j in range(len(args[0]["value"]))]
+    return None
+
+
+def _int_dim(values):
+    if len(set(values)) > 1 and min(values) >= 0:
+        return torch.export.Dim.AUTO(min=min(values), max=max(values))
+    return torch.export.Dim.STATIC
 
 
 def _same(a, b):
@@ -329,7 +361,7 @@ class ExportedRunner:
     def _over_specialized(self, index):
         if index == 0 or index >= len(self.calls) or self.spec.get("size_comparisons", True):
             return False
-        if self._changes_a_zero_one_example_size(index):
+        if self._changes_a_zero_one_example_size(index) or self._changes_a_constant_number(index):
             return False
         if not self._eager_runs_every_call():
             return False
@@ -342,9 +374,26 @@ class ExportedRunner:
         even on inputs the program never reads (where Dynamo installs no guard at all)."""
         first, this = self.calls[0]["args"], self.calls[index]["args"]
         for a, b in zip(first, this):
+            if "scalar" in a:
+                continue
             for x, y in zip(a["shape"], b["shape"]):
                 if x != y and x in (0, 1):
                     return True
+        return False
+
+    def _changes_a_constant_number(self, index):
+        """Export keeps floats, bools, negative ints and ints at 0 or 1 in the example
+        as constants of the program (by design): another value is refused, rightly."""
+        first, this = self.calls[0]["args"], self.calls[index]["args"]
+        for i, (a, b) in enumerate(zip(first, this)):
+            if "scalar" not in a or a.get("value") == b.get("value"):
+                continue
+            # As dynamic_shapes_for made it: from every call of the schedule.
+            dynamic = scalar_dynamic_shape([call["args"][i] for call in self.calls])
+            dims = dynamic if isinstance(dynamic, list) else [dynamic]
+            values = a["value"] if isinstance(a["value"], list) else [a["value"]]
+            if any(d is None or d is torch.export.Dim.STATIC for d in dims) or any(v in (0, 1) for v in values):
+                return True
         return False
 
     def _eager_runs_every_call(self):
