@@ -37,6 +37,9 @@ DTYPE_KIND = {
 
 Shape = tuple[int, ...]
 
+# OpSpec.backward: how an op's gradient behaves (see OpSpec), mildest first.
+BACKWARD_CLASSES = ("ok", "ties", "undefined", "nondeterministic")
+
 
 @dataclass(frozen=True)
 class Operand:
@@ -71,6 +74,28 @@ class Operand:
         return tuple(out)
 
 
+@dataclass(frozen=True)
+class ScalarInput:
+    """A Python number or int-list input of the program, as the generator sees
+    it: its kind (``ir.SCALAR_KINDS``: "int", "float", "bool", "ints") and its
+    value in every world (the call's argument)."""
+
+    name: str
+    kind: str
+    values: tuple
+
+
+# Shape rules of specs that use a scalar input find its value in the world
+# they evaluate under this params key (the generator adds it; it is never
+# stored in a program's params).
+SCALAR_VALUES = "_scalars"
+
+
+def scalar_value(params: dict, name: str):
+    """The value of scalar input ``name`` in the world a shape rule evaluates."""
+    return params[SCALAR_VALUES][name]
+
+
 class ParamContext:
     """What a spec's ``params`` function may use.
 
@@ -81,14 +106,29 @@ class ParamContext:
     ``world_values(name)`` gives a value's tensor in every world (the
     seeded CPU values the calls will see; for checks a plain run would not
     make before mutating, such as overlapping writes).
+    ``scalars`` are the program's Python number and int-list inputs
+    (``ScalarInput``); ``scalar(kinds, accept)`` draws one whose values
+    (one per world) ``accept`` takes, or None: a spec that uses one where
+    torch takes a number or a size stays valid without any.
     """
 
-    def __init__(self, draw, operands: Sequence[Operand], size_ref, size_vars, world_values=lambda name: []):
+    def __init__(self, draw, operands: Sequence[Operand], size_ref, size_vars, world_values=lambda name: [],
+                 scalars: Sequence[ScalarInput] = ()):
         self.draw = draw
         self.operands = operands
         self.size_ref = size_ref
         self.size_vars = size_vars  # name -> per-world values
         self.world_values = world_values
+        self.scalars = tuple(scalars)
+
+    def scalar(self, kinds=("int",), accept=lambda values: True) -> Optional[ScalarInput]:
+        """A scalar input of one of ``kinds`` whose values (one per world, a
+        tuple) ``accept`` takes, drawn; None when there is none, and most of
+        the time anyway (the draw shrinks toward None, the spec's own choice)."""
+        fits = [s for s in self.scalars if s.kind in kinds and accept(tuple(s.values))]
+        if not fits or self.draw(st.integers(0, 2)) != 2:
+            return None
+        return self.draw(st.sampled_from(fits))
 
 
 def no_params(ctx: ParamContext) -> dict:
@@ -119,6 +159,19 @@ class OpSpec:
         needs to be compiled without a graph break, e.g.
         ``{"capture_scalar_outputs": True}`` for ``.item()``; a schedule sets
         the union over its program's ops (``specs.required_dynamo_config``).
+    backward: how the op's gradient behaves, for the gradient oracle
+        (``fuzz/gradients.py``; ``BACKWARD_CLASSES``): "ok" (smooth where
+        data lands, or no gradient flows through its output); "ties" (it
+        jumps where values tie or cross a kink or step: max, sort, pooling
+        pick one of equal values, relu/abs/clamp/maximum switch sides,
+        floor/round step; eager and Inductor agree at exact ties, but a tie
+        that compiled rounding breaks sends the gradient elsewhere, so such
+        programs keep gradients only when nudging their inputs leaves the
+        gradients unchanged); "undefined" (no usable derivative: autograd
+        raises, or the formula is meaningless) and "nondeterministic" (the
+        backward's result depends on the order of a race, e.g. duplicate
+        indices written by a scatter): programs using those never get
+        gradients.
     """
 
     name: str
@@ -138,6 +191,11 @@ class OpSpec:
     value_sized: bool = False
     dynamo_config: dict = field(default_factory=dict, compare=False)
     notes: str = field(default="", compare=False)
+    backward: str = "ok"
+
+    def __post_init__(self):
+        if self.backward not in BACKWARD_CLASSES:
+            raise ValueError(f"op spec {self.name!r}: backward {self.backward!r} is not one of {BACKWARD_CLASSES}")
 
     def accepts(self, operand: Operand) -> bool:
         if operand.kind not in self.kinds:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hypothesis.strategies as st
 
 from symfuzz.fuzz.specs.base import ANY_KIND, BOOL, DTYPE_KIND, FLOAT, INT, OpSpec, same_as_first
-from symfuzz.fuzz.specs.view import size_eval, size_src
+from symfuzz.fuzz.specs.view import int_input_desc, size_eval, size_src
 
 F = "factory"
 
@@ -35,20 +35,30 @@ def _desc_candidates(x, consts=(1, 2, 3)):
     return out + [["c", k] for k in consts]
 
 
+# An int input as a factory size: small enough that every world's tensor stays small.
+MAX_INT_SIZE = 64
+
+
 def _draw_descs(ctx, lo=1, hi=3):
     x = ctx.operands[0]
     k = ctx.draw(st.integers(lo, hi))
     cands = _desc_candidates(x)
-    return [ctx.draw(st.sampled_from(cands)) for _ in range(k)]
+    descs = [ctx.draw(st.sampled_from(cands)) for _ in range(k)]
+    sized = int_input_desc(ctx, lambda vs: all(0 <= v <= MAX_INT_SIZE for v in vs))
+    if sized:  # one size from an int input: torch.zeros(k, x.size(1))
+        descs[ctx.draw(st.integers(0, k - 1))] = sized[0]
+    return descs
 
 
 def _sizes_shape(shapes, params):
-    return tuple(size_eval(d, shapes) for d in params["descs"])
+    return tuple(size_eval(d, shapes, params) for d in params["descs"])
 
 
 def _value(ctx, kind):
     pool = {FLOAT: [1.5, -2.0, 0.25], INT: [3, -1, 7], BOOL: [True, False]}[kind]
-    return ctx.draw(st.sampled_from(pool))
+    value = ctx.draw(st.sampled_from(pool))
+    scalar = ctx.scalar(({FLOAT: "float", INT: "int", BOOL: "bool"}[kind],), lambda vs: all(abs(v) <= 1000 for v in vs))
+    return scalar.name if scalar is not None else value
 
 
 # -------------------------------------------------------------------- params
@@ -144,7 +154,7 @@ def _eye_params(ctx):
 
 
 def _eye_shape(shapes, params):
-    sizes = [size_eval(d, shapes) for d in params["descs"]]
+    sizes = [size_eval(d, shapes, params) for d in params["descs"]]
     return (sizes[0], sizes[-1])
 
 
@@ -166,7 +176,7 @@ def _tril_params(ctx):
 
 
 def _two_shape(shapes, params):
-    return tuple(size_eval(d, shapes) for d in params["descs"])
+    return tuple(size_eval(d, shapes, params) for d in params["descs"])
 
 
 def _scalar_tensor_params(ctx):
@@ -188,7 +198,7 @@ SPECS = [
     factory("arange_add", "{0} + torch.arange({n}, device={0}.device)", same_as_first, _last_dim_params),
     factory("arange_lt", "torch.arange({n}, device={0}.device) < {m}", _lt_shape, _lt_params, weight=0.52),
     factory("arange_expand", "torch.arange({n}, device={0}.device).unsqueeze(0).expand({m}, -1)",
-            lambda shapes, p: tuple(size_eval(d, shapes) for d in reversed(p["descs"])), _two_params, weight=0.52),
+            lambda shapes, p: tuple(size_eval(d, shapes, p) for d in reversed(p["descs"])), _two_params, weight=0.52),
     factory("relpos", "torch.arange({n}, device={0}.device)[:, None] - torch.arange({m}, device={0}.device)[None, :]",
             _two_shape, _two_params, weight=0.52),
     factory("zeros", "torch.zeros({sizes}{dtype}, device={0}.device)", _sizes_shape, _sizes_params(dtype=True)),

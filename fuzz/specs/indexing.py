@@ -17,7 +17,7 @@ import math
 import hypothesis.strategies as st
 
 from symfuzz.fuzz.specs.base import BOOL, FLOAT, INT, NUMERIC, OpSpec, broadcast, cast_suffix, same_as_first
-from symfuzz.fuzz.specs.view import BAD_DIM, neg_dim, size_eval, size_src, size_worlds
+from symfuzz.fuzz.specs.view import BAD_DIM, int_input_desc, neg_dim, size_eval, size_src, size_worlds
 
 F = "indexing"
 
@@ -138,6 +138,9 @@ def _flip_params(ctx):
 def _roll_shift(ctx, d):
     x = ctx.operands[0]
     choice = ctx.draw(st.sampled_from(["1", "-1", "2", "-3", "7", "n//2", "-n", "n+1"]))
+    shift = ctx.scalar(("int",))  # any int shifts: negative, past the size
+    if shift is not None:
+        return shift.name
     if "n" in choice:
         n = ctx.size_ref(x, d)
         return {"n//2": f"{n} // 2", "-n": f"-{n}", "n+1": f"{n} + 1"}[choice]
@@ -183,12 +186,15 @@ def _repeat_params(ctx):
     r = x.rank
     count = ctx.draw(st.integers(max(r, 1), r + 2))
     descs = [ctx.draw(st.sampled_from(_rep_candidates(x))) for _ in range(count)]
+    counted = int_input_desc(ctx, lambda vs: all(0 <= v <= 4 for v in vs))
+    if counted:  # one count from an int input
+        descs[ctx.draw(st.integers(0, count - 1))] = counted[0]
     return {"reps": ", ".join(size_src(ctx, d) for d in descs), "descs": descs}
 
 
 def _repeat_shape(shapes, params):
     s = shapes[0]
-    reps = [size_eval(d, [s]) for d in params["descs"]]
+    reps = [size_eval(d, [s], params) for d in params["descs"]]
     s = (1,) * (len(reps) - len(s)) + tuple(s)
     return tuple(a * b for a, b in zip(s, reps))
 
@@ -251,6 +257,8 @@ def _pad_params(ctx):
         cands += [["div", 0, e, 2] for e in range(r)] + [["d", 0, e] for e in range(r)]
         if mode == "constant" and min(sizes) >= 2:
             cands += [["c", -1]]
+        if mode == "constant":
+            cands += int_input_desc(ctx, lambda vs: all(0 <= v <= 8 for v in vs))
         if mode == "reflect":  # pad < size
             cands = [c for c in cands if all(p < n for p, n in zip(size_worlds(c, [x]), sizes))]
         elif mode == "circular":  # pad <= size
@@ -272,7 +280,7 @@ def _pad_shape(shapes, params):
     descs = params["descs"]
     for j in range(len(descs) // 2):
         d = len(s) - 1 - j
-        s[d] += size_eval(descs[2 * j], [shapes[0]]) + size_eval(descs[2 * j + 1], [shapes[0]])
+        s[d] += size_eval(descs[2 * j], [shapes[0]], params) + size_eval(descs[2 * j + 1], [shapes[0]], params)
     return tuple(s)
 
 
@@ -457,9 +465,9 @@ SPECS = [
     OpSpec("advanced_index", F, "{0}[{index}]", min_rank=1, params=_advanced_index_params,
            shape=_advanced_index_shape, weight=1.5),
     OpSpec("where", F, "torch.where({0} {cmp}, {0}, {1})", arity=2, kinds=NUMERIC, partner="scalar-ok",
-           params=_where_params, shape=broadcast),
+           params=_where_params, shape=broadcast, backward="ties"),
     OpSpec("masked_fill", F, "{0}.masked_fill({1} {cmp}, {value})", arity=2, partner="broadcast",
-           partner_kinds=NUMERIC, params=_masked_fill_params, shape=same_as_first),
+           partner_kinds=NUMERIC, params=_masked_fill_params, shape=same_as_first, backward="ties"),
     OpSpec("tril", F, "torch.tril({0}, {k})", min_rank=2, params=_tri_params, shape=same_as_first),
     OpSpec("triu", F, "{0}.triu({k})", min_rank=2, params=_tri_params, shape=same_as_first),
     OpSpec("index_add", F, "torch.index_add({0}, {dim}, {index}, {1}{narrow}{cast}, alpha={alpha})", arity=2,

@@ -417,9 +417,9 @@ SPECS = [
        min_rank=3, max_rank=3, partner=_convt_partner, params=_convt_params, shape=_convt_shape, weight=0.5),
     # pooling
     nn("max_pool1d", "F.max_pool1d({0}, {k}, stride={stride}, padding={padding}, ceil_mode={ceil_mode})",
-       min_rank=2, max_rank=3, params=_pool_params(1), shape=_pool_shape, weight=0.75),
+       min_rank=2, max_rank=3, params=_pool_params(1), shape=_pool_shape, weight=0.75, backward="ties"),
     nn("max_pool2d", "F.max_pool2d({0}, {k}, stride={stride}, padding={padding}, ceil_mode={ceil_mode})",
-       min_rank=3, max_rank=4, params=_pool_params(2), shape=_pool_shape),
+       min_rank=3, max_rank=4, params=_pool_params(2), shape=_pool_shape, backward="ties"),
     nn("avg_pool1d", "F.avg_pool1d({0}, {k}, stride={stride}, padding={padding}, ceil_mode={ceil_mode}{extra})",
        min_rank=2, max_rank=3, params=_pool_params(1, avg=True), shape=_pool_shape, weight=0.5),
     nn("avg_pool2d", "F.avg_pool2d({0}, {k}, stride={stride}, padding={padding}, ceil_mode={ceil_mode}{extra})",
@@ -430,7 +430,7 @@ SPECS = [
     nn("adaptive_avg_pool2d", "F.adaptive_avg_pool2d({0}, {out})", min_rank=3, max_rank=4, nonempty=True,
        params=_adaptive_params(2), shape=_adaptive_shape, weight=0.75),
     nn("adaptive_max_pool2d", "F.adaptive_max_pool2d({0}, {out})", min_rank=3, max_rank=4, nonempty=True,
-       params=_adaptive_params(2), shape=_adaptive_shape, weight=0.5),
+       params=_adaptive_params(2), shape=_adaptive_shape, weight=0.5, backward="ties"),
     # interpolation
     nn("interpolate_scale", 'F.interpolate({0}, scale_factor={sf}, mode="{mode}"{extra})', min_rank=3, max_rank=5,
        nonempty=True, params=_interp_scale_params, shape=_interp_scale_shape),
@@ -454,7 +454,7 @@ SPECS = [
        weight=0.5),
     nn("instance_norm", "F.instance_norm({0})", min_rank=3, max_rank=4, shape=same_as_first, weight=0.5),
     nn("normalize", "F.normalize({0}, p={p}, dim={dim})", min_rank=1, params=_normalize_params, shape=same_as_first,
-       weight=0.5),
+       weight=0.5, backward="ties"),
     # embedding and one_hot (indices in range by construction)
     nn("embedding", "F.embedding({0}.long() % {1}.size(0), {1})", arity=2, kinds=INDEX_KINDS, max_rank=3,
        partner=_emb_partner, partner_kinds=NUMERIC, shape=_emb_shape),

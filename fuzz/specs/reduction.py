@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 
-from symfuzz.fuzz.specs.base import ANY_KIND, FLOATING, NUMERIC, OpSpec, same_as_first, wrap_dim
+from symfuzz.fuzz.specs.base import ANY_KIND, FLOATING, NUMERIC, OpSpec, same_as_first, scalar_value, wrap_dim
 from symfuzz.fuzz.specs.view import BAD_DIM, neg_dim
 
 F = "reduction"
@@ -48,17 +48,32 @@ def _pick_dim(ctx, lo=0, hi=None):
     return neg_dim(ctx, d, max(x.rank, 1))
 
 
+def _flag(ctx, constant=False):
+    """A bool input's name for a flag argument, or None. ``constant``: only one
+    that is the same at every call (``keepdim`` changes the result's rank,
+    which must be the same in every world)."""
+    flag = ctx.scalar(("bool",), lambda vs: not constant or len(set(vs)) == 1)
+    return flag.name if flag is not None else None
+
+
 def _dim_params(lo=0, hi=None, keepdim=True):
     def params(ctx):
         out = {"dim": _pick_dim(ctx, lo, hi)}
         out["keepdim"] = ctx.draw(st.booleans()) if keepdim else False
+        if keepdim:
+            out["keepdim"] = _flag(ctx, constant=True) or out["keepdim"]
         return out
 
     return params
 
 
+def _keepdim(params) -> bool:
+    keepdim = params.get("keepdim", False)
+    return scalar_value(params, keepdim) if isinstance(keepdim, str) else keepdim
+
+
 def _dim_shape(shapes, params):
-    return _reduced(shapes[0], [params["dim"]], params.get("keepdim", False))
+    return _reduced(shapes[0], [params["dim"]], _keepdim(params))
 
 
 def _full_shape(shapes, params):
@@ -74,7 +89,7 @@ def _dims_params(ctx):
 
 
 def _dims_shape(shapes, params):
-    return _reduced(shapes[0], params["dims"], params["keepdim"])
+    return _reduced(shapes[0], params["dims"], _keepdim(params))
 
 
 def _var_params(ctx):
@@ -111,7 +126,9 @@ def _scan_params(lo=0, hi=None):
 
 
 def _sort_params(ctx):
-    return {"dim": _pick_dim(ctx), "descending": ctx.draw(st.booleans())}
+    out = {"dim": _pick_dim(ctx), "descending": ctx.draw(st.booleans())}
+    out["descending"] = _flag(ctx) or out["descending"]
+    return out
 
 
 TOPK_FORMS = {
@@ -126,13 +143,19 @@ def _topk_params(ctx):
     d = ctx.draw(st.integers(0, x.rank - 1))
     form = ctx.draw(st.sampled_from(sorted(TOPK_FORMS)))
     k = TOPK_FORMS[form][1].format(n=ctx.size_ref(x, d))
-    return {"k": k, "form": form, "dim": neg_dim(ctx, d, x.rank), "at": d, "largest": ctx.draw(st.booleans())}
+    out = {"k": k, "form": form, "dim": neg_dim(ctx, d, x.rank), "at": d, "largest": ctx.draw(st.booleans())}
+    scalar = ctx.scalar(("int",), lambda vs: all(0 <= v <= n for v, n in zip(vs, x.sizes(d))))
+    if scalar is not None:  # k from an int input
+        out.update(k=scalar.name, form="int:" + scalar.name)
+    out["largest"] = _flag(ctx) or out["largest"]
+    return out
 
 
 def _topk_shape(shapes, params):
     s = list(shapes[0])
     d = params["at"]
-    s[d] = TOPK_FORMS[params["form"]][0](s[d])
+    form = params["form"]
+    s[d] = scalar_value(params, form[4:]) if form.startswith("int:") else TOPK_FORMS[form][0](s[d])
     return tuple(s)
 
 
@@ -160,20 +183,20 @@ SPECS = [
            nonempty=True, params=_dims_params, shape=_dims_shape, weight=0.3),
     red("prod_dim", "torch.prod({0}, {dim}, keepdim={keepdim})", params=_dim_params(hi=8), weight=0.3),
     # extrema (no identity: nonzero reduced dims only)
-    red("amax", "torch.amax({0}, dim={dim}, keepdim={keepdim})", kinds=NUMERIC, params=_dim_params(lo=1)),
-    red("amin", "torch.amin({0}, {dim}, {keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), weight=0.45),
-    full("max_all", "torch.max({0})", kinds=NUMERIC, nonempty=True, weight=0.3),
-    red("max_dim", "torch.max({0}, {dim}, keepdim={keepdim})[0]", kinds=NUMERIC, params=_dim_params(lo=1)),
+    red("amax", "torch.amax({0}, dim={dim}, keepdim={keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), backward="ties"),
+    red("amin", "torch.amin({0}, {dim}, {keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), weight=0.45, backward="ties"),
+    full("max_all", "torch.max({0})", kinds=NUMERIC, nonempty=True, weight=0.3, backward="ties"),
+    red("max_dim", "torch.max({0}, {dim}, keepdim={keepdim})[0]", kinds=NUMERIC, params=_dim_params(lo=1), backward="ties"),
     red("min_dim", "torch.min({0}, dim={dim}, keepdim={keepdim}).values", kinds=NUMERIC,
-        params=_dim_params(lo=1), weight=0.45),
-    red("argmax", "torch.argmax({0}, dim={dim}, keepdim={keepdim})", kinds=NUMERIC, params=_dim_params(lo=1)),
-    red("argmin", "{0}.argmin({dim}, {keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), weight=0.45),
-    full("argmax_all", "{0}.argmax()", kinds=NUMERIC, nonempty=True, weight=0.3),
+        params=_dim_params(lo=1), weight=0.45, backward="ties"),
+    red("argmax", "torch.argmax({0}, dim={dim}, keepdim={keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), backward="ties"),
+    red("argmin", "{0}.argmin({dim}, {keepdim})", kinds=NUMERIC, params=_dim_params(lo=1), weight=0.45, backward="ties"),
+    full("argmax_all", "{0}.argmax()", kinds=NUMERIC, nonempty=True, weight=0.3, backward="ties"),
     # moments and norms
     red("var", "torch.var({0}, dim={dim}, correction={correction}, keepdim={keepdim})", params=_var_params),
     red("std", "{0}.std({dim}, correction={correction}, keepdim={keepdim})", params=_var_params),
     full("var_all", "torch.var({0}, correction={correction})", nonempty=True, params=_var_all_params, weight=0.3),
-    red("vector_norm", "torch.linalg.vector_norm({0}, ord={ord}, dim={dim}, keepdim={keepdim})", params=_norm_params),
+    red("vector_norm", "torch.linalg.vector_norm({0}, ord={ord}, dim={dim}, keepdim={keepdim})", params=_norm_params, backward="ties"),
     full("norm_all", "{0}.norm()", weight=0.3),
     red("logsumexp", "torch.logsumexp({0}, {dim}, keepdim={keepdim})", params=_dim_params(lo=1)),
     # boolean reductions
@@ -196,10 +219,10 @@ SPECS = [
     OpSpec("logcumsumexp", F, "torch.logcumsumexp({0}, {dim})", kinds=FLOATING, params=_scan_params(),
            shape=same_as_first, weight=0.3),
     OpSpec("cummax", F, "torch.cummax({0}, {dim}).values", kinds=NUMERIC, params=_scan_params(),
-           shape=same_as_first, weight=0.3),
+           shape=same_as_first, weight=0.3, backward="ties"),
     # order statistics (values only: indices of ties are unspecified)
     OpSpec("sort", F, "torch.sort({0}, dim={dim}, descending={descending}).values", kinds=NUMERIC,
-           params=_sort_params, shape=same_as_first, weight=0.45),
+           params=_sort_params, shape=same_as_first, weight=0.45, backward="ties"),
     OpSpec("topk", F, "torch.topk({0}, {k}, dim={dim}, largest={largest}).values", kinds=NUMERIC, min_rank=1,
-           params=_topk_params, shape=_topk_shape, weight=0.45),
+           params=_topk_params, shape=_topk_shape, weight=0.45, backward="ties"),
 ]

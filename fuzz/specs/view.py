@@ -17,9 +17,11 @@ shape rule evaluates: a *size descriptor* is a small JSON list,
     ["max1", i, e]      max(size, 1)
     ["prod", [[i, e], ...]]  the product of several sizes
     ["rest"]            -1 in a view/reshape target
+    ["v", name]         the program's int input ``name`` (``base.ScalarInput``)
 
 rendered by ``size_src`` (through ``ctx.size_ref``) and evaluated by
-``size_eval``. The indexing family reuses these helpers.
+``size_eval`` (a shape rule passes ``params``, where a "v" descriptor finds
+the world's value of its input). The indexing family reuses these helpers.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import math
 
 import hypothesis.strategies as st
 
-from symfuzz.fuzz.specs.base import OpSpec, same_as_first, wrap_dim
+from symfuzz.fuzz.specs.base import OpSpec, same_as_first, scalar_value, wrap_dim
 
 F = "view"
 
@@ -36,11 +38,14 @@ F = "view"
 # ----------------------------------------------------------- size descriptors
 
 
-def size_eval(desc, shapes) -> int:
-    """Value of a size descriptor in one world (``shapes``: operand shapes)."""
+def size_eval(desc, shapes, params=None) -> int:
+    """Value of a size descriptor in one world (``shapes``: operand shapes;
+    ``params``: the shape rule's, for the value of an int input)."""
     op = desc[0]
     if op == "c":
         return desc[1]
+    if op == "v":
+        return scalar_value(params, desc[1])
     if op == "prod":
         return math.prod(shapes[i][e] for i, e in desc[1])
     n = shapes[desc[1]][desc[2]]
@@ -57,10 +62,20 @@ def size_eval(desc, shapes) -> int:
     raise ValueError(f"unknown size descriptor {desc!r}")
 
 
-def size_worlds(desc, operands) -> tuple[int, ...]:
-    """Value of a size descriptor in every world."""
+def size_worlds(desc, operands, scalars=()) -> tuple[int, ...]:
+    """Value of a size descriptor in every world (``scalars``: the ScalarInputs
+    a "v" descriptor may name)."""
+    if desc[0] == "v":
+        return next(tuple(s.values) for s in scalars if s.name == desc[1])
     n_worlds = len(operands[0].shapes)
     return tuple(size_eval(desc, [o.shapes[w] for o in operands]) for w in range(n_worlds))
+
+
+def int_input_desc(ctx, accept) -> list:
+    """``[["v", name]]`` for an int input whose values (per world) ``accept``
+    takes (drawn, see ``ParamContext.scalar``), else []: a size candidate."""
+    scalar = ctx.scalar(("int",), accept)
+    return [["v", scalar.name]] if scalar is not None else []
 
 
 def size_src(ctx, desc, atom: bool = False) -> str:
@@ -71,6 +86,8 @@ def size_src(ctx, desc, atom: bool = False) -> str:
         return f"({out})" if atom and desc[1] < 0 else out
     if op == "rest":
         return "-1"
+    if op == "v":
+        return desc[1]
     if op == "prod":
         out = " * ".join(ctx.size_ref(ctx.operands[i], e) for i, e in desc[1])
         return f"({out})" if atom and len(desc[1]) > 1 else out
@@ -344,12 +361,23 @@ def _narrow_params(ctx):
     form = ctx.draw(st.sampled_from(forms))
     n = ctx.size_ref(x, d)
     _, _, _, start, length = NARROW_FORMS[form]
-    return {"dim": neg_dim(ctx, d, r), "at": d, "form": form, "start": start.format(n=n), "length": length.format(n=n)}
+    out = {"dim": neg_dim(ctx, d, r), "at": d, "form": form, "start": start.format(n=n), "length": length.format(n=n)}
+    k = ctx.scalar(("int",), lambda vs: all(0 <= v <= size for v, size in zip(vs, x.sizes(d))))
+    if k is not None:  # an int input as the length (from 0), or as the start (to the end)
+        if ctx.draw(st.booleans()):
+            out.update(form="int_start", start=k.name, length=f"{n} - {k.name}", k=k.name)
+        else:
+            out.update(form="int_length", start="0", length=k.name, k=k.name)
+    return out
 
 
 def _narrow_shape(shapes, params):
     s = list(shapes[0])
     d = params["at"]
+    if params["form"] in ("int_start", "int_length"):
+        k = scalar_value(params, params["k"])
+        s[d] = k if params["form"] == "int_length" else s[d] - k
+        return tuple(s)
     s[d] = NARROW_FORMS[params["form"]][1](s[d])
     return tuple(s)
 
@@ -385,7 +413,14 @@ def _slice_params(ctx):
         stop = ctx.draw(st.sampled_from(list(BOUNDS)))
         step = ctx.draw(st.sampled_from(STEPS))
         n = ctx.size_ref(x, d) if any("{n}" in BOUNDS[b][1] for b in (start, stop)) else ""
-        text = BOUNDS[start][1].format(n=n) + ":" + BOUNDS[stop][1].format(n=n)
+        first, last = BOUNDS[start][1].format(n=n), BOUNDS[stop][1].format(n=n)
+        k = ctx.scalar(("int",))  # slicing clamps: any int input is a valid bound
+        if k is not None:
+            if ctx.draw(st.booleans()):
+                first, start = k.name, "v:" + k.name
+            else:
+                last, stop = k.name, "v:" + k.name
+        text = first + ":" + last
         if step is not None:
             text += f":{step}"
         parts[d] = text
@@ -399,9 +434,13 @@ def _slice_params(ctx):
 
 def _slice_shape(shapes, params):
     s = list(shapes[0])
+
+    def bound(name, n):  # "v:k" is the int input k
+        return scalar_value(params, name[2:]) if name.startswith("v:") else BOUNDS[name][0](n)
+
     for d, start, stop, step in params["plan"]:
         n = s[d]
-        s[d] = len(range(n)[slice(BOUNDS[start][0](n), BOUNDS[stop][0](n), step)])
+        s[d] = len(range(n)[slice(bound(start, n), bound(stop, n), step)])
     return tuple(s)
 
 
