@@ -50,6 +50,8 @@ RUNTIME = "symfuzz.fuzz.script_runtime"
 SYMBOLIC_TRACE = "symfuzz.oracles.symbolic_trace"
 TRITON_CPU = "symfuzz.oracles.lanes.triton_cpu"
 EXPORT_RUNNER = "symfuzz.oracles.lanes.export_runner"
+RECOMPILE_REASONS = "symfuzz.oracles.lanes.recompile_reasons"
+MODULE_RUNTIME = "symfuzz.fuzz.module_runtime"
 
 # Top-level imports an inlined module may make: the standard library and torch.
 _ALLOWED_IMPORTS = set(sys.stdlib_module_names) | {"torch"}
@@ -374,7 +376,10 @@ def main():
     compiled = {make_compiled}
     if __import__("os").environ.get("SYMFUZZ_EAGER_ONLY"):  # how long eager alone takes (hang or slow?)
         compiled = fn
-    records = run_schedule(fn, compiled, CALLS, {device!r})
+    # An unsound-recompile repro asks the guard managers before each call, as the campaign did.
+    watch = {make_watch}
+    records = run_schedule(fn, compiled, CALLS, {device!r}, before_call=watch and watch.before_call,
+                           on_call=watch and (lambda index, eager, result: watch.after_call(index, result)))
     for index, (eager, result) in enumerate(records):
         failure, key = judge_schedule_call(fn, {fresh_compile}, CALLS, index, eager, result,
                                            {device!r}, CONTEXT, EXPECT_REUSE, OUTPUT_OPS)
@@ -537,6 +542,21 @@ def render_repro(finding) -> str:
                          f"{lane.get('device', 'cpu')!r}, artifact={artifact!r})")
         fresh_compile = "no_fresh_compile"
         how = f"torch.export.export, then {'AOTInductor' if artifact == 'aoti' else 'ExportedProgram.module()'}"
+    module = bool(case.program.params)
+    if module:
+        # A module program: eager and compiled each run their own Model, built alike, whose state
+        # carries over from call to call (fuzz/module_runtime.py, inlined); configure() makes eager's.
+        helpers.module(MODULE_RUNTIME)
+        side = f"{case.schedule.step!r}, {lane.get('device', 'cpu')!r}"  # a checked step spec (Case.from_json)
+        config_lines += ["    global fn", f"    fn = ModuleSide(Model, None, {side})"]
+        compile_model = f"torch.compile(model, backend={lane['backend']!r}, dynamic={case.schedule.dynamic!r}{mode})"
+        make_compiled = f"ModuleSide(Model, lambda model: {compile_model}, {side})"
+        fresh_compile = f"lambda model: torch.compile(model, backend={lane['backend']!r}, dynamic=True{mode})"
+        how = f"torch.compile(model, dynamic={case.schedule.dynamic!r})" + (
+            f", each call one training step ({case.schedule.step['optimizer']})" if case.schedule.step else "")
+    watched = verdict.symptom == "unsound-recompile"
+    if watched:
+        helpers.module(RECOMPILE_REASONS)
     head = prelude(_headline(verdict), (
         f"Lane: {lane['name']} ({lane.get('backend')}); {how}.\n"
         f"Found with torch {finding.environment.get('torch')}. Run it with plain `python repro.py`:\n"
@@ -551,6 +571,7 @@ def render_repro(finding) -> str:
         compile_config=repr(case.schedule.config),
         context=repr(judge_context(case)),
         expect_reuse=repr([verdict.call_index] if verdict.symptom == "excess-recompiles" else []),
+        make_watch=("RecompileWatch(compiled)" if module else "RecompileWatch(fn)") if watched else "None",
         config_lines="\n".join(config_lines or ["    pass"]),
         make_compiled=make_compiled,
         fresh_compile=fresh_compile,
@@ -565,11 +586,13 @@ def render_repro(finding) -> str:
 # ---------------------------------------------------------------- minified findings: the short repro
 
 # Findings the short repro can show: it compiles once and compares each call with eager.
-COMPACT_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "crash", "accepts-invalid", "unsound-guard",
-                    "process-death", "timeout")
+COMPACT_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "crash", "accepts-invalid",
+                    "unsound-guard", "process-death", "timeout")
 # The lines of the short repro that call the compiled function: a failure raised
 # from one of them came from the compiled side.
 COMPILED_CALL = "actual = compiled(*args)"
+# With inputs that require grad: the compiled backward (AOTAutograd's backward graph).
+COMPILED_BACKWARD = "actual_grads = input_gradients(actual, [a for a in args if getattr(a, 'requires_grad', False)])"
 COMPILED_CALL_ON_INVALID = "result = compiled(*make_inputs())"
 
 _MARK_FUNCTIONS = {"dynamic": "torch._dynamo.mark_dynamic", "maybe_dynamic": "torch._dynamo.maybe_mark_dynamic",
@@ -577,12 +600,17 @@ _MARK_FUNCTIONS = {"dynamic": "torch._dynamo.mark_dynamic", "maybe_dynamic": "to
 
 
 def _input_expr(arg) -> str:
+    if arg.scalar:  # a Python number or int list (Case.from_json checked it), as a literal
+        value = arg.value
+        if arg.scalar == "ints":
+            return repr([int(v) for v in value])
+        return repr({"int": int, "float": float, "bool": bool}[arg.scalar](value))
     layout = arg.layout or {}
     # ints and a dtype's name only (Case.from_json checks them): nothing from a file is pasted as code
     expr = f"make_input({tuple(int(n) for n in arg.shape)!r}, torch.{_attribute(arg.dtype)}, {int(arg.seed)}"
     if layout.get("kind", "contiguous") != "contiguous":
         expr += f", {layout!r}"
-    return expr + ")"
+    return expr + (").requires_grad_()" if arg.requires_grad else ")")
 
 
 def _mark_lines(call) -> list[str]:
@@ -625,7 +653,10 @@ def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str
     if schedule.config.get("fx"):
         config.append("import torch.fx.experimental._config")
         config += [f"torch.fx.experimental._config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config["fx"].items())]
+    config += [f"torch.compiler.config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config.get("compiler", {}).items())]
     out = [*config, "", case.source.rstrip(), "", ""]
+    if case.program.params:
+        return _main_script(head, *_compact_module_main(case, symptom, compile_args, out))
     out.append("def main():")
     out.append(f"    compiled = torch.compile(fn, {compile_args})")
     out.append("    for call, make_inputs in enumerate(CALLS):")
@@ -643,9 +674,18 @@ def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str
         if lines:
             out.append(f"        if call == {i}:")
             out += [f"            {line}" for line in lines]
-    out += [f"        {COMPILED_CALL}",
-            "        # Outputs, then inputs (mutation); beyond tolerance, compared with a float64 run.",
-            "        diff = compare((expected, eager_args), (actual, args), lambda: reference_call(fn, make_inputs()).get(\"out\"))",
+    out.append(f"        {COMPILED_CALL}")
+    expected, actual, judged = "(expected, eager_args)", "(actual, args)", "compare"
+    grads = any(a.requires_grad for c in schedule.calls for a in c.args)
+    if grads:  # as the campaign took them: gradients of a seeded loss (script_runtime.gradient_loss)
+        out += ["        # Gradients of sum((output * seeded cotangent).sum()) with respect to the inputs that require grad.",
+                "        expected_grads = input_gradients(expected, [a for a in eager_args if getattr(a, 'requires_grad', False)])",
+                f"        {COMPILED_BACKWARD}"]
+        expected, actual, judged = "(expected, eager_args, expected_grads)", "(actual, args, actual_grads)", "name_gradient(compare"
+    out += [f"        # Outputs, then inputs (mutation){', then gradients' if grads else ''}; beyond tolerance, "
+            "compared with a float64 run.",
+            f"        diff = {judged}({expected}, {actual}, lambda: reference_call(fn, make_inputs()).get(\"out\"))"
+            + (")" if grads else ""),
             "        if diff is not None:",
             "            raise AssertionError(f\"{diff['symptom']} at call {call}: {diff['path']}: {diff['detail']}\")"]
     if symptom == "unsound-guard":
@@ -655,8 +695,55 @@ def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str
     out.append("CALLS = [  # each call's inputs, rebuilt from seeds")
     out += [f"    lambda: [{', '.join(_input_expr(a) for a in call.args)}]," for call in schedule.calls]
     out.append("]")
-    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", "reference_call"])
+    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", "reference_call"]
+                               + (["input_gradients", "name_gradient"] if grads else []))
     return _main_script(head, "\n".join(out), helpers)
+
+
+def _compact_module_main(case, symptom: str, compile_args: str, out: list) -> tuple:
+    """(body, helpers) of the short repro of a module program: ``out`` (flags and the
+    ``Model`` class) followed by a main() that runs eager and compiled on their own
+    models (``module_runtime.ModuleSide``, inlined) and compares, after each call, the
+    outputs, inputs, gradients and the models' parameters and buffers."""
+    schedule = case.schedule
+    step = f"{schedule.step!r}"  # a checked step spec (Case.from_json), or None
+    out += ["def main():",
+            "    # Eager and compiled each run their own Model, built alike; its parameters and buffers carry over",
+            "    # from call to call" + (f", and each call is one training step ({schedule.step['optimizer']})."
+                                        if schedule.step else "."),
+            f"    eager, side = ModuleSide(Model, None, {step}), "
+            f"ModuleSide(Model, lambda model: torch.compile(model, {compile_args}), {step})",
+            "    compiled = lambda *args: side.call_tree(args)  # outputs, inputs, gradients, then the model's state",
+            "    for call, (training, make_inputs) in enumerate(CALLS):",
+            "        for model_side in (eager, side):",
+            '            model_side.begin_call(call, {"training": training})  # train or eval mode',
+            "        eager_args = make_inputs()"]
+    if symptom == "accepts-invalid":
+        out += ["        try:",
+                "            expected = eager.call_tree(eager_args)",
+                "        except Exception as exc:",
+                f"            {COMPILED_CALL_ON_INVALID}",
+                "            raise AssertionError(f\"accepts-invalid at call {call}: compiled returned, eager raised {exc!r}\")"]
+    else:
+        out.append("        expected = eager.call_tree(eager_args)")
+    out.append("        args = make_inputs()")
+    for i, lines in enumerate(_mark_lines(c) for c in schedule.calls):
+        if lines:
+            out.append(f"        if call == {i}:")
+            out += [f"            {line}" for line in lines]
+    out += [f"        {COMPILED_CALL}",
+            "        # Beyond tolerance, compared with a float64 run from the state eager started this call from.",
+            "        diff = name_gradient(compare(expected, actual, lambda: reference_call(eager.replay(call), "
+            "make_inputs()).get(\"out\")))",
+            "        if diff is not None:",
+            "            raise AssertionError(f\"{diff['symptom']} at call {call}: {diff['path']}: {diff['detail']}\")",
+            '    print("compiled matches eager at every call")', "", "",
+            "CALLS = [  # each call's mode (train?) and inputs, rebuilt from seeds"]
+    out += [f"    ({call.training!r}, lambda: [{', '.join(_input_expr(a) for a in call.args)}]),"
+            for call in schedule.calls]
+    out.append("]")
+    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", "reference_call", "name_gradient"])
+    return "\n".join(out), helpers.module(MODULE_RUNTIME)
 
 
 # ---------------------------------------------------------------- captured graphs

@@ -18,7 +18,7 @@ MARKS = ("auto", "dynamic", "maybe_dynamic", "static", "unbacked")
 # so each must be what the generator writes. A ValueError names the field.
 LAYOUTS = {"contiguous": (), "transposed": ("dims",), "strided": ("dim", "step"), "sliced": ("dim",),
            "expanded": ("dim",)}
-CONFIG_GROUPS = ("dynamo", "fx")
+CONFIG_GROUPS = ("dynamo", "fx", "compiler")  # torch._dynamo.config, torch.fx.experimental._config, torch.compiler.config
 _FLAG = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -89,6 +89,29 @@ def _check_scalar(kind, value, where: str) -> None:
         raise ValueError(f"{where}: value {value!r:.60} is not a finite {kind}")
 
 
+# A training step's optimizer and the keys its spec holds (see ``check_step``).
+STEP_OPTIMIZERS = {"sgd": ("lr", "momentum"), "adam": ("lr",)}
+
+
+def check_step(step) -> dict:
+    """``step`` as a training step's spec, or ValueError naming the field: {"optimizer":
+    "sgd", "lr": r, "momentum": m} or {"optimizer": "adam", "lr": r}, 0 < r <= 1,
+    0 <= m < 1 (repro scripts paste it)."""
+    optimizer = step.get("optimizer") if isinstance(step, dict) else None
+    if optimizer not in STEP_OPTIMIZERS:
+        raise ValueError(f"schedule: step {step!r:.80} must be an object naming an optimizer "
+                         f"({', '.join(STEP_OPTIMIZERS)})")
+    keys = STEP_OPTIMIZERS[optimizer]
+    if set(step) != {"optimizer", *keys}:
+        raise ValueError(f"schedule: step for {optimizer} holds exactly optimizer, {', '.join(keys)}")
+    for key in keys:
+        value = step[key]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and (value > 0 if key == "lr" else value >= 0) and value <= (1 if key == "lr" else 0.999)):
+            raise ValueError(f"schedule: step {key} {value!r:.40} is out of range")
+    return dict(step)
+
+
 @dataclass(frozen=True)
 class ArgSpec:
     """One argument of one call: everything needed to rebuild it.
@@ -152,9 +175,15 @@ class ArgSpec:
 class Call:
     args: tuple[ArgSpec, ...]
     symbols: dict = field(default_factory=dict, hash=False)  # size symbol -> value, for readers
+    # A module program's mode for this call: model.train() (True) or model.eval()
+    # (False); None leaves it as the previous call left it (a new model trains).
+    training: Optional[bool] = None
 
     def to_json(self) -> dict:
-        return {"args": [a.to_json() for a in self.args], "symbols": dict(self.symbols)}
+        data = {"args": [a.to_json() for a in self.args], "symbols": dict(self.symbols)}
+        if self.training is not None:
+            data["training"] = self.training
+        return data
 
     @staticmethod
     def from_json(data: dict, where: str = "call") -> "Call":
@@ -163,8 +192,11 @@ class Call:
         symbols = data.get("symbols", {})
         if not isinstance(symbols, dict):
             raise ValueError(f"{where}: symbols must be an object, got {type(symbols).__name__}")
+        training = data.get("training")
+        if training not in (None, True, False):
+            raise ValueError(f"{where}: training must be true, false or null, got {training!r:.40}")
         return Call(tuple(ArgSpec.from_json(a, f"{where}: args[{i}]") for i, a in enumerate(data["args"])),
-                    dict(symbols))
+                    dict(symbols), training)
 
 
 @dataclass(frozen=True)
@@ -181,11 +213,17 @@ class Schedule:
     # "fx": {flag: value}} for torch._dynamo.config and
     # torch.fx.experimental._config (see script_runtime.set_compile_config).
     config: dict = field(default_factory=dict, hash=False)
+    # A module program's training step (``check_step``): each call is then one
+    # step (forward, loss, backward, optimizer step, zero_grad) instead of a
+    # forward call; None for forward calls.
+    step: Optional[dict] = field(default=None, hash=False)
 
     def to_json(self) -> dict:
         data = {"dynamic": self.dynamic, "calls": [c.to_json() for c in self.calls]}
         if self.config:
             data["config"] = self.config
+        if self.step is not None:
+            data["step"] = dict(self.step)
         return data
 
     @staticmethod
@@ -195,7 +233,9 @@ class Schedule:
         if data.get("dynamic") not in (None, True, False):
             raise ValueError(f"schedule: dynamic must be true, false or null, got {data['dynamic']!r:.40}")
         calls = tuple(Call.from_json(c, f"schedule: call {i}") for i, c in enumerate(data["calls"]))
-        return Schedule(data.get("dynamic"), calls, _check_config(data.get("config") or {}))
+        step = data.get("step")
+        return Schedule(data.get("dynamic"), calls, _check_config(data.get("config") or {}),
+                        None if step is None else check_step(step))
 
 
 @dataclass(frozen=True)
@@ -213,7 +253,10 @@ class Case:
         would not write (``Program.from_json`` checks the program)."""
         if not isinstance(data, dict):
             raise ValueError(f"case must be an object, got {type(data).__name__}")
-        return Case(Program.from_json(data["program"]), Schedule.from_json(data["schedule"]), dict(data.get("origin", {})))
+        case = Case(Program.from_json(data["program"]), Schedule.from_json(data["schedule"]), dict(data.get("origin", {})))
+        if case.schedule.step is not None and not case.program.params:
+            raise ValueError("schedule: a training step needs a module program (one with params)")
+        return case
 
     @property
     def source(self) -> str:

@@ -45,16 +45,23 @@ from symfuzz.fuzz.ir import (
     ExprNode,
     GraphBreakNode,
     Input,
+    SCALAR_KINDS,
     OpNode,
     Program,
     SizeNode,
     node_reads,
     render_node,
 )
+from symfuzz.fuzz.gradients import GRADIENT_SHARE, draw_gradients
+from symfuzz.fuzz.modules import (draw_module_statement, finish_module, settle_module, start_module, state_partner,
+                                  tie_dims)
+from symfuzz.fuzz.motifs import draw_motif
+from symfuzz.fuzz.scalars import draw_int_dynamism, draw_late_scalar_uses, draw_scalar_inputs, number_partner
 from symfuzz.fuzz.schedule import apply_hint_mode, draw_config, draw_marks
 from symfuzz.fuzz.script_runtime import make_arg
+from symfuzz.fuzz.size_forms import draw_conversion, draw_cross_check, draw_size_arguments, required_config
 from symfuzz.fuzz.specs import all_specs, required_dynamo_config
-from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT, Operand, OpSpec, ParamContext
+from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT, SCALAR_VALUES, Operand, OpSpec, ParamContext, ScalarInput
 
 # (value, weight). Small sizes first so that shrinking moves toward them.
 SIZE_WEIGHTS = [(2, 10), (3, 10), (4, 9), (1, 6), (5, 8), (8, 7), (7, 6), (6, 5), (0, 2), (16, 4), (9, 3), (12, 3), (33, 2), (64, 1)]
@@ -85,6 +92,14 @@ class GenConfig:
     guard_planning: bool = True
     # Share of schedules compiled under z3 translation validation (slow).
     translation_validation_rate: float = 0.02
+    # Share of programs with a floating input whose calls check gradients too (fuzz/gradients.py).
+    gradient_share: float = GRADIENT_SHARE
+    # Python number and int-list inputs next to the tensors (fuzz/scalars.py); 0: none.
+    max_scalar_inputs: int = 2
+    # Share of programs drawn as nn.Module programs (parameters, buffers, train/eval;
+    # fuzz/modules.py), and of those, the share whose calls are training steps.
+    module_rate: float = 0.1
+    train_step_rate: float = 0.3
 
 
 GLOBALS = {"torch": torch, "F": torch_F, "math": math}
@@ -109,6 +124,10 @@ class Builder:
         # Values (tensors, ints) whose sizes come from tensor values: compiled,
         # they are unbacked symbols, so size-level Python leaves them alone.
         self.unbacked: set[str] = set()
+        self.motifs: list[str] = []  # names of the real-model motifs drawn (fuzz/motifs.py), in order
+        # A module program's state (ir.Param), and what drawing one needs (fuzz/modules.py; None: a function).
+        self.params: list = []
+        self.module = None
         self.specs = [s for s in all_specs() if config.ops is None or s.name in config.ops]
         if not self.specs:
             raise ValueError(f"no op specs match {config.ops!r}")
@@ -145,6 +164,25 @@ class Builder:
         self.tensors.append(operand)
         return operand
 
+    def add_scalar_input(self, kind: str, values: tuple, prefix: str) -> str:
+        """A Python number or int-list input (``ir.SCALAR_KINDS``) taking
+        ``values[w]`` in world ``w``; its name. An int input is an int
+        variable like a size read (``self.ints``), so sizes may use it."""
+        name = f"{prefix}{len(self.inputs)}"
+        self.inputs.append(Input(name, SCALAR_KINDS[kind], (), kind))
+        for w, value in enumerate(values):
+            spec = ArgSpec.of_scalar(kind, value)
+            self.arg_specs[w].append(spec)
+            self.envs[w][name] = make_arg(spec.to_json())
+        if kind == "int":
+            self.ints[name] = tuple(values)
+        return name
+
+    def scalar_inputs(self) -> list[ScalarInput]:
+        """The program's Python number and int-list inputs, with their values per world."""
+        return [ScalarInput(i.name, i.kind, tuple(env[i.name] for env in self.envs))
+                for i in self.inputs if not i.is_tensor]
+
     def draw_dims(self, rank: int) -> tuple:
         names = sorted(self.symbols)
         dims = []
@@ -156,7 +194,7 @@ class Builder:
                 dims.append(1)
             else:
                 dims.append(self.draw(st.sampled_from([2, 3, 5])))
-        return tuple(dims)
+        return tie_dims(self, tuple(dims)) if self.module is not None else tuple(dims)
 
     def draw_layout(self, shape) -> dict:
         kind = weighted(self.draw, LAYOUT_WEIGHTS)
@@ -288,7 +326,7 @@ class Builder:
             else:
                 args.append(partner)
         ctx = ParamContext(self.draw, operands, self.size_ref, self.ints,
-                           lambda name: [env[name] for env in self.envs if name in env])
+                           lambda name: [env[name] for env in self.envs if name in env], self.scalar_inputs())
         params = spec.params(ctx)
         if spec.effect:
             node = EffectNode(spec.name, tuple(args), params)
@@ -308,10 +346,13 @@ class Builder:
         """Record where a spec's declared shape rule disagrees with meta execution."""
         result = self.tensors[-1]
         by_name = {o.name: o for o in operands}
+        scalars = self.scalar_inputs()
         for w, actual in enumerate(result.shapes):
             shapes = [by_name[a].shapes[w] if a in by_name else () for a in args]
             try:
-                expected = tuple(spec.shape(shapes, params))
+                # A shape rule reads the world's values of the scalar inputs its params name.
+                world = {**params, SCALAR_VALUES: {s.name: s.values[w] for s in scalars}} if scalars else params
+                expected = tuple(spec.shape(shapes, world))
             except Exception as exc:  # noqa: BLE001 - a spec bug, recorded
                 expected = f"shape rule raised {exc!r}"
             if expected != actual:
@@ -326,7 +367,8 @@ class Builder:
     def draw_partner(self, spec: OpSpec, first: Operand):
         mode = spec.partner
         if mode in ("scalar", "scalar-ok") and (mode == "scalar" or self.draw(st.integers(0, 3)) == 0):
-            return repr(self.draw(st.sampled_from(SCALARS)))
+            number = repr(self.draw(st.sampled_from(SCALARS)))
+            return number_partner(self, divides=mode == "scalar") or number
         if first.name in self.unbacked:
             # Sizes read from values: another tensor matches them only by
             # chance in every world, which compiled code cannot know. Pair
@@ -346,6 +388,10 @@ class Builder:
                 and t.name not in self.unbacked]
         if live and self.draw(st.booleans()):
             return self.draw(st.sampled_from(live))
+        if self.module is not None and DTYPE_KIND[first.dtype] in kinds:
+            state = state_partner(self, list(shapes), first.dtype)  # a parameter or buffer of fixed shape
+            if state is not None:
+                return state
         dims = self.dims_for(list(shapes))
         if dims is None or len(self.inputs) >= self.config.max_inputs + 2:
             return live[0] if live else None
@@ -695,10 +741,12 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
     dynamic = draw(st.sampled_from(list(config.dynamic_choices)))
 
     b = Builder(draw, config, symbols, n_calls)
+    start_module(b, config.module_rate)
     for _ in range(draw(st.integers(1, config.max_inputs))):
         b.add_input(b.draw_dims(weighted(draw, RANK_WEIGHTS)), weighted(draw, DTYPE_WEIGHTS))
     if not b.tensors:  # every drawn input was too big: fall back to a vector
         b.add_input(("s0",), "float32")
+    draw_scalar_inputs(b, config.max_scalar_inputs)
 
     n_ops = draw(st.integers(config.min_ops, config.max_ops))
     made = 0
@@ -707,8 +755,10 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
             break
         # The newer size-level statements sit above the ops, so that shrinking
         # (toward 0) turns those a failure does not need into plain ops.
-        kind = draw(st.integers(0, 29))
-        if kind == 0:
+        kind = draw(st.integers(0, 35))
+        if b.module is not None and 2 <= kind < 6:  # a module program: some plain ops become module statements
+            ok = draw_module_statement(b)
+        elif kind == 0:
             ok = b.draw_size_arith()
         elif kind == 1:
             ok = b.draw_branch()
@@ -726,13 +776,28 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
             ok = b.draw_size_view()
         elif kind == 28:
             ok = b.draw_size_python()
-        else:
+        elif kind == 29:
             ok = b.draw_graph_break() if draw(st.booleans()) else b.draw_op()
+        elif kind < 33:
+            # Real-model motifs and wider size-level Python; motifs add unrelated ops, so not under --ops.
+            ok = draw_motif(b) if config.ops is None else b.draw_op()
+        elif kind == 33:
+            ok = draw_conversion(b)
+        elif kind == 34:
+            ok = draw_cross_check(b)
+        else:
+            ok = draw_size_arguments(b) if config.ops is None else b.draw_op()
         made += ok and not isinstance(b.body[-1], (SizeNode, CheckNode, GraphBreakNode))
+    draw_late_scalar_uses(b)
+    if b.module is not None:
+        finish_module(b)
 
-    program = Program(tuple(b.inputs), tuple(b.body), tuple(choose_outputs(b)))
+    program = Program(tuple(b.inputs), tuple(b.body), tuple(choose_outputs(b)), tuple(b.params))
     marks = draw_marks(draw, b.inputs, symbols) if config.schedule_knobs else [{} for _ in b.inputs]
-    schedule_config = draw_config(draw, config.translation_validation_rate) if config.schedule_knobs else {}
+    scalars = any(not i.is_tensor for i in program.inputs)
+    schedule_config = draw_config(draw, config.translation_validation_rate, scalars) if config.schedule_knobs else {}
+    if config.schedule_knobs:
+        draw_int_dynamism(draw, b.scalar_inputs(), schedule_config)
     _merge_required_config(schedule_config, program)
     if len(program.body) > MAX_VALIDATED_STATEMENTS:
         # Translation validation costs 30-100x per compile: keep it to small programs.
@@ -746,13 +811,21 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
         )
         for w in range(n_calls)
     )
+    step = None
+    if program.params:  # inputs of module programs do not require grad; their parameters may
+        program, calls, step = settle_module(draw, program, calls, b.module.modes, schedule_config,
+                                             config.train_step_rate)
+    else:
+        calls = draw_gradients(draw, program, calls, config.gradient_share)
     origin = {"hint_mode": hint_mode} if hint_mode != "none" else {}
-    return Case(program, Schedule(dynamic, calls, schedule_config), origin), b
+    if b.motifs:
+        origin["motifs"] = list(b.motifs)
+    return Case(program, Schedule(dynamic, calls, schedule_config, step), origin), b
 
 
 def _merge_required_config(schedule_config: dict, program: Program) -> None:
     """Flags the program's ops need (e.g. capturing data-dependent sizes)."""
-    for flag, value in required_dynamo_config(program).items():
+    for flag, value in {**required_config(program), **required_dynamo_config(program)}.items():
         schedule_config.setdefault("dynamo", {})[flag] = value
 
 
@@ -775,7 +848,7 @@ def choose_outputs(b: Builder) -> list[str]:
             consumed.update(re.findall(r"\w+", node.expr))
         elif isinstance(node, CondNode):
             consumed.update(node.operands)
-    inputs = {i.name for i in b.inputs}
+    inputs = {i.name for i in b.inputs} | {p.name for p in b.params}  # a module's state is no result
     produced = [t.name for t in b.tensors if t.name not in inputs]
     sinks = [n for n in reversed(produced) if n not in consumed][:MAX_OUTPUTS]
     return sinks or [b.tensors[-1].name]

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from symfuzz.fuzz.specs import get_spec
-from symfuzz.fuzz.specs.base import DTYPE_KIND
+from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
 
 # v2 added CheckNode, GraphBreakNode, ExprNode and CondNode; v3 added Python
-# number and int-list inputs (``Input.kind``). A program is written with the
-# oldest version that expresses it, so older readers replay what they can.
-IR_VERSION = 3
+# number and int-list inputs (``Input.kind``); v4 added nn.Module programs
+# (``Program.params``). A program is written with the oldest version that
+# expresses it, so older readers replay what they can.
+IR_VERSION = 4
 
 # What a parameter of ``fn`` may be besides a tensor, with the dtype its Input
 # records (the dtype of the tensor torch would make of it).
@@ -59,6 +60,39 @@ class Input:
     @property
     def rank(self) -> int:
         return len(self.dims)
+
+
+# What a module program's state holds, and how each tensor starts (IR v4).
+PARAM_KINDS = ("parameter", "buffer")
+PARAM_INITS = ("normal", "zeros", "ones")
+# The name a module program's body reads for ``self.training`` (train or eval mode).
+TRAINING = "training"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter or buffer of a module program (IR v4): ``self.<name>``.
+
+    Its dims are fixed ints (a module is built once, its state keeps its shape
+    across calls); the generator ties them to input dims that are fixed too,
+    e.g. a Linear-like weight's in-features to an input's last dim. ``init``
+    says how it starts: "normal" is ``make_input(dims, dtype, seed)``, the
+    same values the inputs get; "zeros" and "ones" are running statistics'
+    starts. A parameter requires grad unless ``requires_grad`` is False (a
+    frozen one); a buffer never does.
+    """
+
+    name: str
+    dtype: str
+    dims: tuple[int, ...]
+    kind: str = "parameter"
+    seed: int = 0
+    init: str = "normal"
+    requires_grad: bool = True
+
+    @property
+    def trainable(self) -> bool:
+        return self.kind == "parameter" and self.requires_grad
 
 
 @dataclass(frozen=True)
@@ -176,36 +210,71 @@ def node_reads(node: Node) -> set[str]:
 
 @dataclass(frozen=True)
 class Program:
+    """A program: ``def fn(<inputs>)``, or (IR v4, when it has ``params``) an
+    ``nn.Module`` whose ``forward(self, <inputs>)`` runs the body on its
+    parameters and buffers as well (``render``)."""
+
     inputs: tuple[Input, ...]
     body: tuple[Node, ...]
     outputs: tuple[str, ...]
+    params: tuple[Param, ...] = ()
 
     def ops(self) -> list[str]:
         """Spec names used, in order (with repeats)."""
         return [n.op for n in self.body if isinstance(n, (OpNode, EffectNode))]
 
     def render(self) -> str:
-        """The program as the source of ``def fn(...)``; deterministic."""
+        """The program as the source of ``def fn(...)``; deterministic. A module
+        program renders as ``class Model(torch.nn.Module)`` instead: ``__init__``
+        makes its parameters and buffers (``make_input``, from the runtime every
+        script carries, for "normal" ones), and ``forward`` first binds each to
+        a local of its name (and ``training`` to ``self.training`` when the body
+        reads it), then runs the body."""
+        if self.params:
+            return self._render_module()
+        return self._render_function()
+
+    def _render_function(self) -> str:
         lines = [f"def fn({', '.join(i.name for i in self.inputs)}):"]
+        lines += ["    " + line for line in self._body_lines()]
+        return "\n".join(lines) + "\n"
+
+    def _body_lines(self) -> list[str]:
+        lines = []
         for node in self.body:
-            lines.extend("    " + line for line in render_node(node))
+            lines.extend(render_node(node))
         outs = ", ".join(self.outputs)
-        lines.append(f"    return ({outs},)" if len(self.outputs) == 1 else f"    return ({outs})")
+        lines.append(f"return ({outs},)" if len(self.outputs) == 1 else f"return ({outs})")
+        return lines
+
+    def _render_module(self) -> str:
+        lines = ["class Model(torch.nn.Module):", "    def __init__(self):", "        super().__init__()"]
+        lines += ["        " + _param_line(p) for p in self.params]
+        lines += ["", f"    def forward({', '.join(['self'] + [i.name for i in self.inputs])}):"]
+        lines += [f"        {p.name} = self.{p.name}" for p in self.params]
+        if any(TRAINING in node_reads(node) for node in self.body):
+            lines.append(f"        {TRAINING} = self.training")
+        lines += ["        " + line for line in self._body_lines()]
         return "\n".join(lines) + "\n"
 
     def ir_version(self) -> int:
         """The oldest IR version that can express this program."""
+        if self.params:
+            return 4
         if any(not i.is_tensor for i in self.inputs):
             return 3
         return 1 if all(isinstance(n, V1_NODES) for n in self.body) else 2
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "ir_version": self.ir_version(),
             "inputs": [_input_to_json(i) for i in self.inputs],
             "body": [_node_to_json(n) for n in self.body],
             "outputs": list(self.outputs),
         }
+        if self.params:
+            data["params"] = [_param_to_json(p) for p in self.params]
+        return data
 
     @staticmethod
     def from_json(data: dict) -> "Program":
@@ -226,6 +295,7 @@ class Program:
             inputs=tuple(_input_from_json(d, i) for i, d in enumerate(data["inputs"])),
             body=tuple(_node_from_json(n, i) for i, n in enumerate(data["body"])),
             outputs=tuple(data["outputs"]),
+            params=_params_from_json(data.get("params", [])),
         )
         check_program(program)
         return program
@@ -297,6 +367,45 @@ def _input_to_json(inp: Input) -> dict:
     return data
 
 
+def _param_line(p: Param) -> str:
+    """``__init__``'s line that makes ``p`` (its fields checked by ``check_program``)."""
+    shape = repr(tuple(int(d) for d in p.dims))
+    if p.init == "normal":
+        value = f"make_input({shape}, torch.{p.dtype}, {int(p.seed)})"
+    else:
+        value = f"torch.{p.init}({shape}, dtype=torch.{p.dtype})"
+    if p.kind == "buffer":
+        return f"self.register_buffer({p.name!r}, {value})"
+    frozen = "" if p.requires_grad else ", requires_grad=False"
+    return f"self.{p.name} = torch.nn.Parameter({value}{frozen})"
+
+
+def _param_to_json(p: Param) -> dict:
+    data = {"name": p.name, "dtype": p.dtype, "dims": list(p.dims), "kind": p.kind, "seed": p.seed, "init": p.init}
+    if p.kind == "parameter" and not p.requires_grad:
+        data["requires_grad"] = False
+    return data
+
+
+_PARAM_FIELDS = {"name", "dtype", "dims", "kind", "seed", "init", "requires_grad"}
+
+
+def _params_from_json(data) -> tuple:
+    if not isinstance(data, list):
+        raise ValueError(f"program: params must be a list, got {type(data).__name__}")
+    out = []
+    for index, item in enumerate(data):
+        if not isinstance(item, dict) or not {"name", "dtype", "dims", "kind"} <= set(item) <= _PARAM_FIELDS:
+            raise ValueError(f"program: param {index} must be an object with name, dtype, dims and kind (and maybe "
+                             "seed, init, requires_grad)")
+        if not isinstance(item["dims"], list):
+            raise ValueError(f"program: param {index}: dims must be a list")
+        requires_grad = item.get("requires_grad", True) if item["kind"] == "parameter" else False
+        out.append(Param(item["name"], item["dtype"], tuple(item["dims"]), item["kind"], item.get("seed", 0),
+                         item.get("init", "normal"), requires_grad))
+    return tuple(out)
+
+
 def _input_from_json(data, index: int) -> Input:
     if not isinstance(data, dict) or not {"name", "dtype", "dims"} <= set(data) <= {"name", "dtype", "dims", "kind"}:
         raise ValueError(f"program: input {index} must be an object with name, dtype and dims (and maybe kind)")
@@ -344,7 +453,7 @@ def _node_from_json(data, index: int) -> Node:
 
 # The names a program may read besides its own values.
 MODULES = frozenset({"math", "torch", "F"})
-BUILTINS = frozenset({"abs", "divmod", "int", "len", "list", "max", "min", "range", "sorted", "sum"})
+BUILTINS = frozenset({"abs", "bool", "divmod", "float", "int", "len", "list", "max", "min", "range", "sorted", "sum"})
 
 # Every attribute the generator (fuzz/generate.py) and the specs (fuzz/specs/) write:
 # tensor methods, torch/F/math functions, dtypes. tests/test_no_injection.py checks
@@ -356,7 +465,7 @@ ATTRIBUTES = frozenset({
     'argmax', 'argmin', 'argwhere', 'atan2', 'avg_pool1d', 'avg_pool2d', 'baddbmm', 'batch_norm', 'bfloat16',
     'bitwise_not', 'bitwise_xor', 'bmm', 'bool', 'cat', 'ceil', 'chunk', 'clamp', 'clamp_', 'clone', 'cond',
     'contiguous', 'contiguous_format', 'conv1d', 'conv2d', 'conv_transpose1d', 'copy_', 'copysign', 'cos',
-    'cosine_similarity', 'count_nonzero', 'cross_entropy', 'cummax', 'cumprod', 'cumsum', 'cumsum_', 'device',
+    'cosine_similarity', 'count_nonzero', 'cross_entropy', 'cummax', 'cumprod', 'cumsum', 'cumsum_', 'detach', 'device',
     'diagonal', 'dim', 'div', 'div_', 'dot', 'dropout', 'dtype', 'einsum', 'elu', 'embedding', 'eq', 'erf', 'exp',
     'exp_', 'expand', 'expm1', 'eye', 'fill_', 'flatten', 'flip', 'float16', 'float32', 'float64', 'floor',
     'floor_', 'floor_divide', 'frac', 'full', 'full_like', 'functional', 'gather', 'ge', 'gelu', 'glu',
@@ -366,15 +475,19 @@ ATTRIBUTES = frozenset({
     'logical_not', 'logical_or', 'logsumexp', 'long', 'lt', 'mT', 'masked_fill', 'masked_fill_', 'masked_select',
     'matmul', 'max', 'max_pool1d', 'max_pool2d', 'maximum', 'mean', 'min', 'minimum', 'mm', 'movedim', 'mse_loss',
     'mul', 'mul_', 'mv', 'nan_to_num', 'narrow', 'neg', 'neg_', 'new_full', 'new_ones', 'new_zeros', 'nn',
-    'nonzero', 'norm', 'normalize', 'numel', 'one_hot', 'ones', 'ones_like', 'outer', 'pad', 'permute', 'pow',
+    'nonzero', 'norm', 'normalize', 'numel', 'one_hot', 'ones', 'ones_like', 'outer', 'pad', 'permute', 'pixel_shuffle', 'pixel_unshuffle', 'pow',
     'pow_', 'preserve_format', 'prod', 'reciprocal', 'relu', 'relu_', 'remainder', 'repeat', 'repeat_interleave',
     'reshape', 'rms_norm', 'roll', 'round', 'rsqrt', 'scaled_dot_product_attention', 'scatter', 'scatter_add',
     'select', 'shape', 'sigmoid', 'sigmoid_', 'sign', 'silu', 'sin', 'sin_', 'size', 'smooth_l1_loss', 'softmax',
     'softmin', 'softplus', 'sort', 'split', 'sqrt', 'square', 'square_', 'squeeze', 'stack', 'std', 'sub', 'sub_',
-    'sum', 't', 'tanh', 'tanh_', 'tensor', 'tensordot', 'tile', 'to', 'tolist', 'topk', 'trace', 'transpose',
-    'tril', 'triu', 'trunc', 'unbind', 'unflatten', 'unique', 'unsqueeze', 'values', 'var', 'vecdot',
+    'sum', 'sym_float', 'sym_int', 'sym_max', 'sym_min', 't', 'tanh', 'tanh_', 'tensor', 'tensordot', 'tile', 'to', 'tolist', 'topk', 'trace', 'transpose',
+    'tril', 'triu', 'trunc', 'unbind', 'unflatten', 'unfold', 'unique', 'unsqueeze', 'values', 'var', 'vecdot',
     'vector_norm', 'view', 'where', 'zero_', 'zeros', 'zeros_like',
 })
+
+# Attributes only a module program's class scaffold writes (``Program.render``: ``__init__``
+# and the first lines of ``forward``, made from checked params), never a body: not allowed there.
+SCAFFOLD_ATTRIBUTES = frozenset({"Module", "Parameter", "__init__", "register_buffer", "training"})
 
 # The syntax a rendered program uses. No imports, loops, comprehensions, dicts,
 # classes, del, global, with, try, yield, await, walrus, f-strings.
@@ -390,7 +503,7 @@ _FIELDS = re.compile(r"\{\{|\}\}|\{(?:[0-9]|out)\}")
 _BRACES = re.compile(r"[{}]")
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 # Names a program's own values may not take: they would shadow what it reads.
-_RESERVED = frozenset(dir(builtins)) | MODULES | {"fn"}
+_RESERVED = frozenset(dir(builtins)) | MODULES | {"fn", "self", TRAINING}
 
 
 def _problem(message: str) -> ValueError:
@@ -566,6 +679,39 @@ def _culprit_param(node, known: set, what: str) -> str:
     return "params"
 
 
+# A parameter's or buffer's name: letters then digits (w0, b3), never one of nn.Module's own
+# attributes (``training``, ``forward``, ``_parameters``...).
+_PARAM_NAME = re.compile(r"[a-z]{1,8}[0-9]{1,6}")
+
+
+def _check_params(program: Program) -> None:
+    """Each parameter and buffer of a module program has the fields the generator gives it."""
+    seen = {inp.name for inp in program.inputs}
+    for i, p in enumerate(program.params):
+        if not isinstance(p.name, str) or not _PARAM_NAME.fullmatch(p.name) or _name_problem(p.name):
+            raise _problem(f"param {i}: name {p.name!r:.40} is not a parameter's name (letters then digits, "
+                           "like w0)")
+        if p.name in seen:
+            raise _problem(f"param {p.name}: its name is taken by an input or another param")
+        seen.add(p.name)
+        if p.kind not in PARAM_KINDS:
+            raise _problem(f"param {p.name}: kind {p.kind!r:.40} is not one of {', '.join(PARAM_KINDS)}")
+        if p.dtype not in DTYPE_KIND:
+            raise _problem(f"param {p.name}: dtype {p.dtype!r:.40} is not one symfuzz generates "
+                           f"({', '.join(DTYPE_KIND)})")
+        if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 1 << 16 for d in p.dims) \
+                or len(p.dims) > 8:
+            raise _problem(f"param {p.name}: dims {list(p.dims)!r:.60} are not sizes (a module's state has fixed "
+                           "sizes)")
+        if not (isinstance(p.seed, int) and not isinstance(p.seed, bool) and 0 <= p.seed < 1 << 63):
+            raise _problem(f"param {p.name}: seed {p.seed!r:.40} is not a whole number")
+        if p.init not in PARAM_INITS:
+            raise _problem(f"param {p.name}: init {p.init!r:.40} is not one of {', '.join(PARAM_INITS)}")
+        if not isinstance(p.requires_grad, bool) or (p.trainable and DTYPE_KIND[p.dtype] != FLOAT):
+            raise _problem(f"param {p.name}: requires_grad {p.requires_grad!r:.40} must be true or false, and "
+                           "true only for a floating dtype")
+
+
 def check_program(program: Program) -> None:
     """ValueError, naming the node and the field, unless ``program`` is made only of
     what the generator writes (see ``ATTRIBUTES``, ``BUILTINS``, ``MODULES``)."""
@@ -580,6 +726,7 @@ def check_program(program: Program) -> None:
                 raise _problem(f"input {inp.name}: dims[{d}]: {dim!r:.40} is neither a size symbol nor a size")
     for i, out in enumerate(program.outputs):
         _check_name(out, f"outputs[{i}]")
+    _check_params(program)
     wheres = [_where(node, i) for i, node in enumerate(program.body)]
     trees = []
     for node, where in zip(program.body, wheres):
@@ -598,6 +745,8 @@ def check_program(program: Program) -> None:
                                           else "it does not render to Python"))
         trees.append(tree)
     known = {inp.name for inp in program.inputs}.union(*(_bound(t) for t in trees))
+    if program.params:  # a module's forward binds its state and ``training`` first
+        known |= {p.name for p in program.params} | {TRAINING}
     for node, where, tree in zip(program.body, wheres, trees):
         for name, text in _expression_fields(node):
             what = _syntax_problem(ast.parse(text, mode="eval"), known)
@@ -608,7 +757,8 @@ def check_program(program: Program) -> None:
             part = f"{_culprit_param(node, known, what)} of op {node.op!r}" if isinstance(node, (OpNode, EffectNode)) else "it"
             raise _problem(f"{where}: {part} renders to code that uses {_never(what)}")
     # The whole source, as scripts hold it: one ``def fn`` of the inputs, the statements, a return.
-    source = program.render()
+    # (A module program's class is made from its checked params and this same body.)
+    source = program._render_function()
     tree = _parse(source)
     fn = tree.body[0] if tree is not None and len(tree.body) == 1 else None
     if not (isinstance(fn, ast.FunctionDef) and fn.name == "fn" and not fn.decorator_list

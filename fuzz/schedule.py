@@ -35,7 +35,13 @@ DYNAMO_FLAGS = {
     "automatic_dynamic_shapes_mark_as": ("dynamic", "unbacked"),
     "capture_scalar_outputs": (False, True),
     "capture_dynamic_output_shape_ops": (False, True),
+    # Python int / float arguments: compiled as symbols (the default, once they
+    # changed) or always as constants of the graph, guarded by value.
+    "specialize_int": (False, True),
+    "specialize_float": (False, True),
 }
+# Flags that only matter to a program with Python number inputs (fuzz/scalars.py).
+SCALAR_FLAGS = ("specialize_int", "specialize_float")
 # Not drawn: torch.fx.experimental._config.backed_size_oblivious. Under it,
 # backed sizes are reasoned about as if never 0 or 1, so a later call with a
 # 0 or 1 size is outside what the flag promises (in torch 2.13 it fails in
@@ -44,8 +50,15 @@ DYNAMO_FLAGS = {
 FX_FLAGS = {
     "use_duck_shape": (True, False),
 }
+# Flags that only matter to a module program (fuzz/modules.py): drawn for those
+# alone. force_parameter_static_shapes=False lets parameters' sizes be symbolic
+# too. Not drawn: inline_inbuilt_nn_modules, which torch 2.13 deprecates and
+# ignores (always True).
+MODULE_DYNAMO_FLAGS = {
+    "force_parameter_static_shapes": (True, False),
+}
 # How often a flag leaves its default: 1 in N draws.
-FLAG_RARITY = {"automatic_dynamic_shapes_mark_as": 12}
+FLAG_RARITY = {"automatic_dynamic_shapes_mark_as": 12, "force_parameter_static_shapes": 3}
 DEFAULT_RARITY = 6
 
 MARK_WEIGHTS = [("auto", 6), ("dynamic", 4), ("maybe_dynamic", 2), ("static", 2), ("unbacked", 1)]
@@ -80,14 +93,15 @@ def apply_hint_mode(draw: Draw, symbols: dict[str, tuple[int, ...]]) -> str:
     return mode
 
 
-def draw_config(draw: Draw, translation_validation_rate: float = 0.0) -> dict:
+def draw_config(draw: Draw, translation_validation_rate: float = 0.0, scalar_inputs: bool = True) -> dict:
     """Dynamo and ShapeEnv flags for this schedule; defaults are left out.
 
     ``translation_validation_rate`` is the share of schedules compiled with
     ``torch.fx.experimental._config.translation_validation``: z3 then checks
     that the guards Dynamo emits imply what the traced graph assumes (a
     failure raises ValidationException, a crash finding). It makes compiles
-    30-100x slower, so it is sampled.
+    30-100x slower, so it is sampled. ``scalar_inputs``: whether the program
+    takes Python numbers (else ``SCALAR_FLAGS`` are not drawn).
     """
     config: dict[str, dict] = {}
     if translation_validation_rate > 0:
@@ -96,10 +110,20 @@ def draw_config(draw: Draw, translation_validation_rate: float = 0.0) -> dict:
             config.setdefault("fx", {})["translation_validation"] = True
     for group, flags in (("dynamo", DYNAMO_FLAGS), ("fx", FX_FLAGS)):
         for flag, choices in flags.items():
+            if flag in SCALAR_FLAGS and not scalar_inputs:
+                continue
             rarity = FLAG_RARITY.get(flag, DEFAULT_RARITY)
             if draw(st.integers(0, rarity - 1)) == rarity - 1:  # shrinks toward the default
                 config.setdefault(group, {})[flag] = choices[1]
     return config
+
+
+def draw_module_config(draw: Draw, config: dict) -> None:
+    """Add a module program's flags (``MODULE_DYNAMO_FLAGS``) to ``config``; defaults are left out."""
+    for flag, choices in MODULE_DYNAMO_FLAGS.items():
+        rarity = FLAG_RARITY.get(flag, DEFAULT_RARITY)
+        if draw(st.integers(0, rarity - 1)) == rarity - 1:  # shrinks toward the default
+            config.setdefault("dynamo", {})[flag] = choices[1]
 
 
 def draw_marks(draw: Draw, inputs, values: dict[str, tuple[int, ...]]) -> list[dict]:

@@ -219,15 +219,17 @@ def make_compiled_args(call, device="cpu"):
 def _config_modules():
     # private torch API, looked up at use: a torch that moved it fails this one step, not the script
     import torch._dynamo.config as dynamo_config
+    import torch.compiler.config as compiler_config
     import torch.fx.experimental._config as fx_config
 
-    return {"dynamo": dynamo_config, "fx": fx_config}
+    return {"dynamo": dynamo_config, "fx": fx_config, "compiler": compiler_config}
 
 
 def set_compile_config(config):
     """Set the schedule's config flags; returns a function that restores them.
 
-    ``config`` is {"dynamo": {flag: value}, "fx": {flag: value}}. A flag this
+    ``config`` is {"dynamo": {flag: value}, "fx": {flag: value}, "compiler":
+    {flag: value}} (torch.compiler.config, e.g. dynamic_sources). A flag this
     torch does not have is skipped and named in the returned ``.skipped``
     list, so an old finding still replays on a newer torch.
     """
@@ -270,21 +272,25 @@ def run_call(fn, args):
     arguments, in order (None where the loss does not depend on one), so the
     backward pass (compiled by AOTAutograd on the compiled side) is judged
     like any output. An error raised while computing them says ``"during":
-    "backward"``.
+    "backward"``. A module program's side (``module_runtime.ModuleSide``) makes
+    its own tree: (outputs, final inputs, gradients, the module's state).
     """
     start = time.perf_counter()
     phase = "forward"
     try:
-        out = fn(*args)
-        wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-        tree = (snapshot(out), snapshot(tuple(args)))
-        if wanted:
-            phase = "backward"
-            tree += (input_gradients(out, wanted),)
+        if hasattr(fn, "call_tree"):
+            tree = fn.call_tree(args)
+        else:
+            out = fn(*args)
+            wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+            tree = (snapshot(out), snapshot(tuple(args)))
+            if wanted:
+                phase = "backward"
+                tree += (input_gradients(out, wanted),)
         result = {"out": tree}
     except Exception as exc:  # noqa: BLE001 - any failure is data here
         result = {"error": describe_exception(exc)}
-        if phase == "backward":
+        if getattr(fn, "phase", phase) == "backward":
             result["error"]["during"] = "backward"
     result["seconds"] = time.perf_counter() - start
     return result
@@ -580,11 +586,13 @@ def reference_call(fn, args):
     (``attach_rounding``), which ``compare`` takes only when a result differs.
     """
     pristine = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    # A module program's side runs its state's float64 copy; ``fn`` itself stays for the shadowed run.
+    upcast = fn.in_float64() if hasattr(fn, "in_float64") else fn
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
         with Float64Everywhere():
-            record = run_call(fn, to_reference_args(args))
+            record = run_call(upcast, to_reference_args(args))
     finally:
         torch.set_default_dtype(previous)
     if "out" in record:
@@ -1319,6 +1327,8 @@ def failure_key(failure, output_ops):
         op = "input-mutation"
     elif m and m.group(1) == "2":
         op = "grad"
+    elif m and m.group(1) == "3":
+        op = "module-state"
     kind = failure.get("kind")
     return f"{op}|{kind}" if kind else op
 
@@ -1442,6 +1452,9 @@ def run_schedule(fn, compiled, calls, device="cpu", on_call=None, before_call=No
     """
     records = []
     for index, call in enumerate(calls, start):
+        for side in (fn, compiled):
+            if hasattr(side, "begin_call"):  # a module program's side: the call's mode, the state it starts from
+                side.begin_call(index, call)
         eager = run_call(fn, make_args(call, device))
         args = make_compiled_args(call, device)
         if before_call is not None:
@@ -1455,6 +1468,10 @@ def run_schedule(fn, compiled, calls, device="cpu", on_call=None, before_call=No
         if index > 0 and result["graphs"] > 0:
             result["recompile_reason"] = recompile_reason(fn)
         records.append((eager, result))
+        if ("error" in eager or "error" in result) and hasattr(compiled, "sync_from"):
+            # A module program's call that raised left the two models' states apart (one side
+            # stopped midway): compiled goes on from eager's, so later calls compare like with like.
+            compiled.sync_from(fn)
         if on_call is not None:
             on_call(index, eager, result)
     return records
@@ -1472,21 +1489,27 @@ def recompile_reason(fn):
         return ""
 
 
-def fresh_recheck(fn, compile_fn, call, device="cpu", context=None):
+def fresh_recheck(fn, compile_fn, call, device="cpu", context=None, index=None):
     """Re-run one call on a freshly compiled function; its failure or None.
 
     When a call that reused a cached graph fails but a fresh compile at the
     same shapes is right, the cached graph was wrong for these shapes and
-    its guards let it through: an unsound guard, not a miscompile.
+    its guards let it through: an unsound guard, not a miscompile. For a
+    module program's side, both runs start from the state eager had before
+    call ``index``, and ``compile_fn(model)`` compiles a new model.
     """
     torch._dynamo.reset()
-    eager = run_call(fn, make_args(call, device))
-    result = run_call(compile_fn(), make_compiled_args(call, device))
+    if index is not None and hasattr(fn, "replay"):
+        eager_fn, compiled_fn = fn.replay(index), fn.replay(index, compile_fn)
+    else:
+        eager_fn, compiled_fn = fn, compile_fn()
+    eager = run_call(eager_fn, make_args(call, device))
+    result = run_call(compiled_fn, make_compiled_args(call, device))
     if "error" in result:
         # The fresh compile must actually return to vouch for the shapes;
         # a refusal (e.g. of a mark) is not "right".
         return {"symptom": "crash", "stage": result["error"]["stage"], "error": result["error"]}
-    return judge_call(eager, result, lambda: reference_output(fn, call, device), context)
+    return judge_call(eager, result, lambda: reference_output(fn, call, device, index), context)
 
 
 REUSE_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "crash")
@@ -1502,20 +1525,25 @@ def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu
     """The repro scripts' judge of one call, in the oracles' order.
 
     Mirrors the campaign: a failing call that reused a cached graph is
-    re-run on a fresh compile (unsound guard when that passes); a call the
+    re-run on a fresh compile (unsound guard when that passes); a call a
+    guard manager accepted just before it must not recompile the program's
+    frame (``result["recompile"]``, set by the repro's watch); a call the
     guards say must reuse the graph must not recompile under dynamic=True.
     Returns (failure, key) or (None, None).
     """
     call = calls[index]
-    failure = judge_call(eager, result, lambda: reference_output(fn, call, device), context)
+    failure = judge_call(eager, result, lambda: reference_output(fn, call, device, index), context)
     if failure is not None:
         key = None
         if reused(result, index) and failure["symptom"] in REUSE_SYMPTOMS:
-            if fresh_recheck(fn, compile_fn, call, device, context) is None:
+            if fresh_recheck(fn, compile_fn, call, device, context, index) is None:
                 key = "reuse|" + failure_key(failure, output_ops)
                 failure = {**failure, "symptom": "unsound-guard", "stage": "guard",
                            "detail": "a reused graph was wrong; a fresh compile at these shapes is right. " + str(failure.get("detail", ""))}
         return failure, key
+    recompile = result.get("recompile") or {}
+    if recompile.get("unsound"):  # set by a watch that asked the guard managers before the call
+        return {"symptom": "unsound-recompile", "stage": "guard", "detail": recompile["detail"]}, recompile["key"]
     if index in expect_reuse and result.get("new_entries", 0) > 0:
         reason = result.get("recompile_reason", "")
         return {"symptom": "excess-recompiles", "stage": "guard",
@@ -1523,6 +1551,11 @@ def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu
     return None, None
 
 
-def reference_output(fn, call, device="cpu"):
-    """The fp64 reference for one call: floating inputs upcast, run eagerly."""
+def reference_output(fn, call, device="cpu", index=None):
+    """The fp64 reference for one call: floating inputs upcast, run eagerly. A module
+    program's side runs from its state before call ``index`` (None without one)."""
+    if hasattr(fn, "replay"):
+        if index is None:
+            return None  # which state the call started from is not known: no reference
+        fn = fn.replay(index)
     return reference_call(fn, make_args(call, device)).get("out")

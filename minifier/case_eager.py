@@ -24,14 +24,18 @@ def _values_at(program_json: str, call_json: str) -> dict:
     import torch
 
     # Deferred with torch (both import it).
-    from symfuzz.fuzz.script_runtime import make_args
+    from symfuzz.fuzz.script_runtime import make_args, make_input
 
     program = Program.from_json(json.loads(program_json))
-    namespace: dict = {}
+    namespace: dict = {"make_input": make_input}  # a module's __init__ makes its state with it
+    call = json.loads(call_json)
     try:
-        source = program.render().rsplit("\n    return", 1)[0] + "\n    return locals()\n"
+        # A module program's forward returns from one level deeper; it runs on a new model in the call's mode.
+        ret = "\n        return" if program.params else "\n    return"
+        source = program.render().rsplit(ret, 1)[0] + ret + " locals()\n"
         exec(compile(PRELUDE + source, "<symfuzz minify>", "exec"), namespace)
-        values = namespace["fn"](*make_args(json.loads(call_json)))
+        fn = namespace["Model"]().train(call.get("training") is not False) if program.params else namespace["fn"]
+        values = fn(*make_args(call))
     except Exception:  # noqa: BLE001 - an invalid candidate, not an error of ours
         return {}
     out = {}

@@ -30,6 +30,8 @@ from symfuzz.fuzz.ir import (
     SizeNode,
     node_reads,
 )
+from symfuzz.fuzz.ir import TRAINING
+from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
 from symfuzz.minifier.case_eager import values_at
 from symfuzz.minifier.case_subject import CaseSubject
 from symfuzz.oracles.verdict import FakeRealMismatch, OutputMismatch, UnsoundGuard
@@ -83,18 +85,45 @@ def _rename(node, old: str, new: str):
 
 
 def dead_code_eliminated(case: Case) -> Case:
-    """Drop statements nothing reads, then inputs nothing reads."""
+    """Drop statements nothing reads, then inputs (and a module's parameters and
+    buffers) nothing reads."""
     program = case.program
     live = set(program.outputs)
     kept = []
     for node in reversed(program.body):
         out = getattr(node, "out", None)
-        if isinstance(node, SIDE_EFFECTS) or (out is not None and out in live):
+        if isinstance(node, SIDE_EFFECTS) or writes_state(node) or (out is not None and out in live):
             kept.append(node)
             live |= node_reads(node)
     program = replace(program, body=tuple(reversed(kept)))
     unused = [i for i, inp in enumerate(program.inputs) if inp.name not in live]
-    return _drop_inputs(replace(case, program=program), unused)
+    return without_unread_state(_drop_inputs(replace(case, program=program), unused), live)
+
+
+# An expression that writes a tensor in place (a method ending in ``_``, as a buffer's
+# running statistics are updated) or, in training mode, batch_norm's running statistics.
+_WRITES = re.compile(r"\.[a-z]\w*_\(|batch_norm\(")
+
+
+def writes_state(node) -> bool:
+    """Does ``node`` (an expression) write a tensor in place? Its result may be unread,
+    its write is still seen: a module's buffer keeps it for the next call."""
+    return isinstance(node, ExprNode) and _WRITES.search(node.expr) is not None
+
+
+def without_unread_state(case: Case, live: set) -> Case:
+    """A module program without the parameters and buffers nothing in ``live`` reads;
+    with none left, a plain program (no training step, no modes), unless the body still
+    reads the mode."""
+    params = case.program.params
+    kept = tuple(p for p in params if p.name in live)
+    if len(kept) == len(params) or (not kept and TRAINING in live):
+        return case
+    case = replace(case, program=replace(case.program, params=kept))
+    if not kept:
+        calls = tuple(replace(c, training=None) for c in case.schedule.calls)
+        case = replace(case, schedule=replace(case.schedule, step=None, calls=calls))
+    return case
 
 
 def _drop_inputs(case: Case, indices) -> Case:
@@ -157,8 +186,10 @@ def replace_with_input(case: Case, name: str) -> Optional[Case]:
     dtype = infos[0][1]
     dims = _fresh_dims(case, shapes)
     seed = FRESH_SEED + len(case.program.inputs)
+    # In a case with a backward, a floating cut point requires grad: the gradient still flows from there.
+    grad = DTYPE_KIND.get(dtype) == FLOAT and any(a.requires_grad for c in case.schedule.calls for a in c.args)
     calls = tuple(replace(c, args=c.args + (ArgSpec(tuple(shape), dtype, seed, {"kind": "contiguous"},
-                                                    _marks_for(case, c, dims)),))
+                                                    _marks_for(case, c, dims), grad),))
                   for c, shape in zip(case.schedule.calls, shapes))
     body = tuple(n for n in case.program.body if getattr(n, "out", None) != name)
     program = replace(case.program, inputs=case.program.inputs + (Input(name, dtype, dims),), body=body)
@@ -274,7 +305,7 @@ def drop_calls(subject: CaseSubject) -> Iterator[CaseSubject]:
     keeps += [[i for i in range(len(calls)) if i not in chunk] for chunk in _chunks(len(calls))]
     # A reuse symptom is about a later call running an earlier call's graph:
     # the failing call must stay, after at least one other.
-    reuse = subject.verdict.symptom in ("unsound-guard", "excess-recompiles")
+    reuse = subject.verdict.symptom in ("unsound-guard", "excess-recompiles", "unsound-recompile")
     for keep in keeps:
         if not keep or len(keep) == len(calls):
             continue
@@ -415,7 +446,7 @@ def simplify_dtypes_and_layouts(subject: CaseSubject) -> Iterator[CaseSubject]:
     """Floating inputs to float32; strided, transposed, expanded inputs to contiguous."""
     case = subject.case
     for a, inp in enumerate(case.program.inputs):
-        if inp.dtype in ("float64", "float16", "bfloat16"):
+        if inp.is_tensor and inp.dtype in ("float64", "float16", "bfloat16"):
             inputs = list(case.program.inputs)
             inputs[a] = replace(inp, dtype="float32")
             calls = tuple(replace(c, args=tuple(replace(x, dtype="float32") if i == a else x
@@ -429,8 +460,132 @@ def simplify_dtypes_and_layouts(subject: CaseSubject) -> Iterator[CaseSubject]:
             yield subject.with_case(replace(case, schedule=replace(case.schedule, calls=calls)))
 
 
+def drop_backward(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """No input requires grad at any call: the backward pass goes (a forward bug
+    then shows without it, and every query compiles one graph less)."""
+    if any(a.requires_grad for c in subject.case.schedule.calls for a in c.args):
+        yield subject.with_case(_with_gradients(subject.case, lambda a: False))
+
+
+def drop_gradient_inputs(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """One input at a time stops requiring grad (at every call), the last first."""
+    case = subject.case
+    wanted = sorted({a for c in case.schedule.calls for a, arg in enumerate(c.args) if arg.requires_grad})
+    if len(wanted) < 2:
+        return  # the last one goes with drop_backward
+    for a in reversed(wanted):
+        yield subject.with_case(_with_gradients(case, lambda i, a=a: i != a and i in wanted))
+
+
+def _with_gradients(case: Case, wants) -> Case:
+    """Every call's arguments requiring grad where ``wants(index)`` says so (floating tensors only)."""
+    calls = tuple(replace(c, args=tuple(replace(x, requires_grad=bool(x.requires_grad and wants(i)))
+                                        for i, x in enumerate(c.args))) for c in case.schedule.calls)
+    return replace(case, schedule=replace(case.schedule, calls=calls))
+
+
+# ---------------------------------------------------------------- Python number inputs
+
+
+def _literal(value) -> str:
+    """Source for a number input's value, safe in any expression position."""
+    text = repr(value)
+    return f"({text})" if not isinstance(value, (bool, list)) and value < 0 else text
+
+
+def inline_scalar(case: Case, a: int, value) -> Case:
+    """Number (or int-list) input ``a`` replaced by the constant ``value`` in the
+    program, and dropped from the inputs and every call."""
+    name = case.program.inputs[a].name
+    pattern = re.compile(rf"\b{re.escape(name)}\b")
+    literal = _literal(value)
+
+    def sub(text):
+        return pattern.sub(literal, text) if isinstance(text, str) else text
+
+    body = []
+    for node in case.program.body:
+        changes = {}
+        for field in node.__dataclass_fields__:
+            current = getattr(node, field)
+            if field == "args":  # a binary op's number operand: a plain number, as ir.check_program wants
+                changes[field] = tuple(repr(value) if arg == name else arg for arg in current)
+            elif field == "params":
+                changes[field] = {k: sub(v) for k, v in current.items()}
+            elif field != "out" and isinstance(current, str):
+                changes[field] = sub(current)
+        body.append(replace(node, **changes))
+    return _drop_inputs(replace(case, program=replace(case.program, body=tuple(body))), [a])
+
+
+def _failing_call(subject: CaseSubject) -> int:
+    index, calls = subject.verdict.call_index, subject.case.schedule.calls
+    return index if isinstance(index, int) and 0 <= index < len(calls) else len(calls) - 1
+
+
+def inline_scalar_inputs(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """A Python number input becomes a constant of the program (the input goes):
+    its value at the failing call first, then its other values."""
+    case = subject.case
+    failing = _failing_call(subject)
+    for a, inp in enumerate(case.program.inputs):
+        if inp.is_tensor:
+            continue
+        values = [c.args[a].value for c in case.schedule.calls]
+        tried = []
+        for value in [values[failing]] + values:
+            if value not in tried:
+                tried.append(value)
+                yield subject.with_case(inline_scalar(case, a, value))
+
+
+def _set_scalar(case: Case, a: int, values: list) -> Case:
+    kind = case.program.inputs[a].kind
+    calls = tuple(replace(c, args=tuple(ArgSpec.of_scalar(kind, v) if i == a else x for i, x in enumerate(c.args)))
+                  for c, v in zip(case.schedule.calls, values))
+    return replace(case, schedule=replace(case.schedule, calls=calls))
+
+
+def _compressed(values: list) -> list:
+    """Distinct values mapped to small ones, keeping their order, their sign and
+    0, 1, -1 (ints) or 0.0 (floats): [1000, 3, -7] -> [3, 2, -2]."""
+    step, keep = (1, {0, 1, -1}) if all(isinstance(v, int) for v in values) else (0.5, {0.0})
+    ups = sorted({v for v in values if v > 0 and v not in keep})
+    downs = sorted({v for v in values if v < 0 and v not in keep}, reverse=True)
+    first = 2 * step if step == 1 else step
+    rank = {v: first + i * step for i, v in enumerate(ups)}
+    rank.update({v: -(first + i * step) for i, v in enumerate(downs)})
+    return [rank.get(v, v) for v in values]
+
+
+def shrink_scalar_values(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """Simpler values of number inputs: every call takes the failing call's value
+    (then the first call's), distinct values compressed toward small ones (keeping
+    order and sign), then one value at a time moved toward 0."""
+    case = subject.case
+    failing = _failing_call(subject)
+    for a, inp in enumerate(case.program.inputs):
+        if inp.is_tensor:
+            continue
+        values = [c.args[a].value for c in case.schedule.calls]
+        for target in (values[failing], values[0]):
+            if any(v != target for v in values):
+                yield subject.with_case(_set_scalar(case, a, [target] * len(values)))
+        if inp.kind not in ("int", "float"):
+            continue
+        compressed = [type(v)(c) for v, c in zip(values, _compressed(values))]
+        if compressed != values:
+            yield subject.with_case(_set_scalar(case, a, compressed))
+        for i, v in enumerate(values):
+            for smaller in sorted({type(v)(int(v / 2)), type(v)(v - (v > 0) + (v < 0))}, key=abs):
+                if abs(smaller) < abs(v) and smaller not in values:
+                    yield subject.with_case(_set_scalar(case, a, values[:i] + [smaller] + values[i + 1:]))
+
+
 # The order the driver runs them in. Calls go early: every query compiles and
-# runs each call, so a one-call schedule makes the rest several times cheaper.
+# runs each call, so a one-call schedule makes the rest several times cheaper;
+# so does the backward, when the bug does not need it (one graph less to compile).
 # Then the big structural cuts, then sizes and cosmetics.
-CASE_PASSES = [keep_one_output, drop_calls, drop_statements, cut_inputs, lower_ranks, shrink_sizes, drop_marks,
+CASE_PASSES = [keep_one_output, drop_calls, drop_backward, drop_statements, cut_inputs, drop_gradient_inputs,
+               inline_scalar_inputs, lower_ranks, shrink_sizes, shrink_scalar_values, drop_marks,
                simplify_dtypes_and_layouts]

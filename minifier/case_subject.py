@@ -69,13 +69,17 @@ class CaseSubject:
         program, schedule = self.case.program, self.case.schedule
         m = self.measure()
         marks = sum(len(a.marks) for c in schedule.calls for a in c.args)
+        grads = sum(a.requires_grad for c in schedule.calls for a in c.args)  # a backward to compile and compare
         config = sum(len(v) for v in schedule.config.values())
         odd_dtypes = sum(i.dtype != "float32" for i in program.inputs)
         odd_layouts = sum(a.layout.get("kind", "contiguous") != "contiguous" for c in schedule.calls for a in c.args)
         rank = sum(i.rank for i in program.inputs)
         params = sum(len(n.params) for n in program.body if isinstance(n, OpNode))
-        return (m["nodes"], len(program.outputs), m["calls"], len(program.inputs), rank, m["elements"], marks,
-                config, odd_dtypes, odd_layouts, params)
+        # A module's parameters and buffers count first: one turned into an input or a constant
+        # statement is progress (no pass adds any).
+        return (len(program.params), m["nodes"], len(program.outputs), m["calls"], len(program.inputs), rank,
+                m["elements"], marks, grads, config, odd_dtypes, odd_layouts, params) + scalar_cost(self.case) \
+            + module_cost(self.case)
 
     # -- scripts
 
@@ -91,6 +95,27 @@ class CaseSubject:
     def repro_matches(self, outcome) -> bool:
         """Does a run of ``repro_script()`` show this subject's bug?"""
         return compact_matches(self, outcome)
+
+
+def module_cost(case: Case) -> tuple:
+    """(training step, trainable parameters, eval calls) of a module program: each
+    makes a query compile and compare more than plain forward calls in train mode."""
+    return (case.schedule.step is not None, sum(p.trainable for p in case.program.params),
+            sum(c.training is False for c in case.schedule.calls))
+
+
+def scalar_cost(case: Case) -> tuple:
+    """(values that differ from the call before, total magnitude) over the number
+    inputs: fewer changes and smaller numbers make a simpler repro."""
+    changes, magnitude = 0, 0.0
+    for a, inp in enumerate(case.program.inputs):
+        if inp.is_tensor:
+            continue
+        values = [c.args[a].value for c in case.schedule.calls if a < len(c.args)]
+        changes += sum(x != y for x, y in zip(values, values[1:]))
+        for v in values:
+            magnitude += sum(abs(x) for x in v) if isinstance(v, list) else abs(v)
+    return changes, magnitude
 
 
 def dynamic_dims(case: Case) -> set:

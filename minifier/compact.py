@@ -43,15 +43,15 @@ def compact_matches(subject, outcome) -> bool:
         return outcome.signal_name == cause
     if outcome.returncode in (0, None):
         return False
-    if symptom in ("value-mismatch", "metadata-mismatch", "accepts-invalid"):
+    if symptom in ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "accepts-invalid"):
         return f"AssertionError: {symptom} at call" in text
     if symptom == "unsound-guard":
-        return re.search(r"AssertionError: (value|metadata)-mismatch at call", text) is not None
+        return re.search(r"AssertionError: (value|metadata|gradient)-mismatch at call", text) is not None
     if symptom == "crash":
         error = (evidence.error if isinstance(evidence, RaisedError) else None) or {}
         name = (error.get("type") or "").rsplit(".", 1)[-1]
         last = [line for line in text.splitlines() if line.strip()][-1:]
-        # The exception must come out of the compiled call, not out of eager.
-        from_compiled = scripts.COMPILED_CALL in text
+        # The exception must come out of the compiled call (or its backward), not out of eager.
+        from_compiled = scripts.COMPILED_CALL in text or scripts.COMPILED_BACKWARD in text
         return bool(name) and bool(last) and from_compiled and name in last[0] and "AssertionError: " not in last[0]
     return False

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from symfuzz.minifier.driver import Criterion, QueryOutcome
 
-ACCURACY_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "unsound-guard")
+ACCURACY_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "unsound-guard")
 
 
 class SameFailure(Criterion):

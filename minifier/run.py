@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from symfuzz.corpus.replay import hang_limit
 from symfuzz.corpus.store import load_findings
 from symfuzz.minifier.case_passes import CASE_PASSES
+from symfuzz.minifier.module_passes import with_module_passes
 from symfuzz.minifier.case_subject import CaseSubject
 from symfuzz.minifier.criteria import (AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure,
                                       SameStoredSignature)
@@ -106,7 +107,7 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
         driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
                         env=options.env, memory_limit_mb=memory, progress=say, repro_path=repro)
         subject = CaseSubject.from_finding(finding)
-        return _run(driver, subject, CASE_PASSES, f"python {folder / 'repro.py'}")
+        return _run(driver, subject, with_module_passes(CASE_PASSES), f"python {folder / 'repro.py'}")
 
 
 def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:

@@ -32,6 +32,6 @@ def triage(case, lane, verdict) -> dict:
         if any(v.symptom == verdict.symptom for v in failures):
             return {"stage": LAYER_OF_LANE.get(name, verdict.stage), "lanes": seen}
     stage = verdict.stage
-    if verdict.symptom in ("value-mismatch", "metadata-mismatch") and lane.backend == "inductor":
+    if verdict.symptom in ("value-mismatch", "metadata-mismatch", "gradient-mismatch") and lane.backend == "inductor":
         stage = "inductor"
     return {"stage": stage, "lanes": seen}

@@ -342,6 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="make only the drawn calls (no calls solved from the installed guards)")
     fuzz.add_argument("--translation-validation", type=share, default=0.02, metavar="RATE",
                       help="share of programs compiled under z3 translation validation (0-1; slow: default 0.02)")
+    fuzz.add_argument("--module-rate", type=share, default=None, metavar="RATE",
+                      help="share of programs drawn as nn.Module programs: parameters, buffers, train/eval, "
+                           "training steps (0-1; default 0.1)")
     fuzz.add_argument("--minify", action="store_true",
                       help="minify each new confirmed finding (writes FINDING/minified/repro.py)")
     fuzz.add_argument("--minify-budget", type=duration, default=300.0, help="time per finding for --minify (default 5m)")
@@ -578,6 +581,8 @@ def cmd_fuzz(args) -> int:
         _check_ray()
     gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation,
                   "guard_planning": not args.no_guard_planning}
+    if args.module_rate is not None:
+        gen_config["module_rate"] = args.module_rate
     if args.ops is not None:
         names = [n.strip() for n in args.ops.split(",") if n.strip()]
         if not names:

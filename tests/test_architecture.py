@@ -16,8 +16,10 @@ from conftest import ROOT
 # (most specific prefixes are listed first where layers share a package).
 LAYERS = [
     ("case model", ["symfuzz.fuzz.ir", "symfuzz.fuzz.case", "symfuzz.fuzz.specs", "symfuzz.fuzz.script_runtime",
-                    "symfuzz.fuzz.choices"]),
-    ("generation", ["symfuzz.fuzz.schedule", "symfuzz.fuzz.generate", "symfuzz.fuzz.drawing", "symfuzz.fuzz"]),
+                    "symfuzz.fuzz.module_runtime", "symfuzz.fuzz.choices"]),
+    ("generation", ["symfuzz.fuzz.schedule", "symfuzz.fuzz.generate", "symfuzz.fuzz.drawing", "symfuzz.fuzz.gradients",
+                    "symfuzz.fuzz.motifs", "symfuzz.fuzz.size_forms", "symfuzz.fuzz.scalars", "symfuzz.fuzz.modules",
+                    "symfuzz.fuzz"]),
     ("lanes and execution", ["symfuzz.oracles.lanes"]),
     ("oracles", ["symfuzz.oracles"]),
     ("findings", ["symfuzz.corpus"]),

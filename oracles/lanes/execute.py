@@ -15,11 +15,15 @@ from typing import Any, Callable, Optional
 import torch
 
 from symfuzz.fuzz import script_runtime
-from symfuzz.fuzz.case import Call
+from symfuzz.fuzz.case import ArgSpec, Call
 from symfuzz.fuzz.ir import PRELUDE
+from symfuzz.fuzz.module_runtime import ModuleSide
 from symfuzz.fuzz.schedule import demands_specialization
-from symfuzz.oracles.lanes.guards import build_model, over_guards, plan_calls, recording_backend
+from symfuzz.oracles.lanes.guards import (INT_LOW, MAX_SIZE, MODERATE, build_model, model_shapes, over_guards, plan_calls,
+                                          recording_backend)
 from symfuzz.oracles.lanes.lane import Lane, config_patch
+from symfuzz.oracles.lanes.recompile_reasons import EXPLAINED, RecompileWatch, guard_verdicts
+from symfuzz.oracles.lanes.export_runner import LaneRejectedCall
 from symfuzz.oracles.lanes.runners import build_runner
 
 
@@ -59,9 +63,34 @@ class Run:
 
 
 def load_function(source: str) -> Callable:
-    namespace: dict = {}
+    """The ``fn`` a program's source defines; for a module program's source, a
+    ``ModuleSide`` of its ``Model`` (its own model, kept from call to call; forward
+    calls), which ``script_runtime.run_call`` runs like a function."""
+    namespace: dict = {"make_input": script_runtime.make_input}  # a module's __init__ makes its state with it
     exec(compile(PRELUDE + source, "<symfuzz program>", "exec"), namespace)
-    return namespace["fn"]
+    return namespace["fn"] if "fn" in namespace else ModuleSide(namespace["Model"])
+
+
+def load_program(case, device: str = "cpu"):
+    """The eager side of ``case``'s calls: its function, or for a module program a
+    ``ModuleSide`` on ``device`` whose calls are the schedule's (forward calls or
+    training steps)."""
+    fn = load_function(case.source)
+    if isinstance(fn, ModuleSide):
+        return ModuleSide(fn.model_class, None, case.schedule.step, device)
+    return fn
+
+
+def compile_program(fn, **kwargs) -> Callable:
+    """``torch.compile(fn, **kwargs)``; for a module program's eager side, a second
+    side whose own model (built alike) is compiled."""
+    if isinstance(fn, ModuleSide):
+        return ModuleSide(fn.model_class, lambda model: torch.compile(model, **kwargs), fn.step, fn.device)
+    return torch.compile(fn, **kwargs)
+
+
+def _refuse_module(*args):
+    raise LaneRejectedCall("this lane does not export module programs")
 
 
 def judge_context(case) -> dict:
@@ -99,21 +128,24 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
     appended after the schedule's own calls; ``on_plan(extended_case)`` is
     told before they run, so a crash during them loses nothing.
     """
-    fn = load_function(case.source)
+    fn = load_program(case, lane.device)
     torch._dynamo.reset()
     seconds = {"compile": 0.0, "run": 0.0, "eager": 0.0}
     context = judge_context(case)
     recorder = None
     observed: dict[int, Optional[bool]] = {}
+    watch = RecompileWatch(fn)  # asks the guard managers before a call, explains a surprise compile after it
 
     def account(index, eager, compiled):
         seconds["eager"] += eager["seconds"]
         seconds["compile" if compiled.get("graphs", 0) > 0 or index == 0 else "run"] += compiled["seconds"]
+        if recorder is not None:  # sets compiled["recompile"] on a compile the guard managers did not predict
+            watch.after_call(index, compiled, [r.code_name for r in recorder.compiles if r.call_index == index])
 
     def before_call(index, args):
         if recorder is not None:
             recorder.call_index = index
-            observed[index] = _would_reuse(fn, case.program, args)
+            observed[index] = watch.before_call(index, args)
 
     restore = script_runtime.set_compile_config(case.schedule.config)
     guard_info: dict = {}
@@ -124,7 +156,9 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
                 compiled_fn = make_compiled(fn, case, lane)
             else:
                 recorder = recording_backend(lane, case.schedule.dynamic)
-                compiled_fn = torch.compile(fn, backend=recorder, dynamic=case.schedule.dynamic)
+                compiled_fn = compile_program(fn, backend=recorder, dynamic=case.schedule.dynamic)
+            if isinstance(compiled_fn, ModuleSide):
+                watch.fn = compiled_fn  # its guards are asked about the compiled model (the frame's self)
             calls = [c.to_json() for c in case.schedule.calls]
             records = script_runtime.run_schedule(fn, compiled_fn, calls, lane.device, on_call=account, before_call=before_call)
             model = _latest_model(recorder, case, len(calls)) if recorder is not None else None
@@ -150,7 +184,8 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
     n_drawn = len(calls) - len(planned)
     results = []
     for index, (call, (eager, compiled)) in enumerate(zip(calls, records)):
-        result = CallResult(eager, compiled, _memo(lambda call=call: script_runtime.reference_output(fn, call, lane.device)))
+        result = CallResult(eager, compiled, _memo(lambda call=call, index=index: script_runtime.reference_output(
+            fn, call, lane.device, index)))
         result.predicted_reuse = observed.get(index)
         if index >= n_drawn:
             purpose_call = planned[index - n_drawn][1]
@@ -159,9 +194,7 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
     if recorder is not None:
         guard_info["compiles"] = len(recorder.compiles)
         guard_info["over_guards"] = over_guards(recorder.compiles)
-        guard_info["unexplained_recompiles"] = sum(
-            1 for i, r in enumerate(results) if i > 0 and r.predicted_reuse and r.graphs > 0
-        )
+        guard_info.update(_recompile_counts(results))
     run = Run(lane.name, results, case.output_ops(), seconds, context, case, guard_info, case.schedule.dynamic)
     _recheck_reused_failures(run, fn, case, lane)
     return run
@@ -170,30 +203,45 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
 def make_compiled(fn, case, lane: Lane) -> Callable:
     """The compiled side of a run: ``torch.compile``, or the lane's own runner
     (e.g. torch.export) for lanes that compile some other way."""
+    if lane.runner and isinstance(fn, ModuleSide):  # every call refused: nothing to compare, no finding
+        return ModuleSide(fn.model_class, lambda model: _refuse_module, fn.step, fn.device)
     if lane.runner:
         return build_runner(lane, fn, case)
-    return torch.compile(fn, **lane.compile_kwargs(case.schedule.dynamic))
+    return compile_program(fn, **lane.compile_kwargs(case.schedule.dynamic))
 
 
 # ---------------------------------------------------------------- guard bookkeeping
 
 
 def _would_reuse(fn, program, args) -> Optional[bool]:
-    """Ask every cached graph's guard manager whether it accepts ``args``."""
-    try:
-        # Private API, read at use: a torch without it loses this prediction, not the run.
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    """Ask every cached graph's guard manager whether it accepts ``args``
+    (bound to ``fn``'s parameters, which are ``program``'s inputs)."""
+    verdicts = guard_verdicts(fn, args)
+    return None if verdicts is None else any(ok for _, ok in verdicts)
 
-        entries = _debug_get_cache_entry_list(fn.__code__)
-        f_locals = {inp.name: arg for inp, arg in zip(program.inputs, args)}
-        return any(entry.guard_manager.check(f_locals) for entry in entries)
-    except Exception:  # noqa: BLE001 - a private API moved: just don't predict
-        return None
+
+def _recompile_counts(results) -> dict:
+    """Calls after the first that compiled although the guard managers said a
+    cached graph would take them ("unpredicted_recompiles"), by class
+    (``recompile_reasons.explain``): explained (another frame compiled: a resume
+    function after a graph break, a nested function) or not ("unexplained_recompiles",
+    the same number as "recompiles_unexplained")."""
+    classes: dict = {}
+    for index, r in enumerate(results):
+        explanation = r.compiled.get("recompile")
+        if index > 0 and r.predicted_reuse and (r.graphs > 0 or explanation):
+            kind = explanation["class"] if explanation else "unknown"
+            classes[kind] = classes.get(kind, 0) + 1
+    explained = sum(n for kind, n in classes.items() if kind in EXPLAINED)
+    unexplained = sum(classes.values()) - explained
+    return {"unpredicted_recompiles": sum(classes.values()), "recompiles_explained": explained,
+            "recompiles_unexplained": unexplained, "unexplained_recompiles": unexplained,
+            "recompile_classes": classes}
 
 
 def _latest_model(recorder, case, n_calls):
     """The guard model of the newest symbolic compile of the program's own frame."""
-    shapes = [[a.shape for a in call.args] for call in case.schedule.calls]
+    shapes = [model_shapes(call) for call in case.schedule.calls]
     own_frame = recorder.compiles[0].frame_id if recorder.compiles else None
     for record in reversed(recorder.compiles):
         if not record.symbolic or record.call_index >= n_calls or record.frame_id != own_frame:
@@ -204,6 +252,7 @@ def _latest_model(recorder, case, n_calls):
             continue
         if model is not None and model.guards:
             model.call_index = record.call_index
+            model.int_bounds = _int_bounds(case)
             return model
     return None
 
@@ -220,14 +269,36 @@ def _describe_model(model) -> dict:
 
 
 def _plan(model, case):
-    previous = [[a.shape for a in call.args] for call in case.schedule.calls]
+    previous = [model_shapes(call) for call in case.schedule.calls]
     template = case.schedule.calls[model.call_index]
     out = []
     for planned in plan_calls(model, previous):
-        args = tuple(replace(spec, shape=tuple(shape), marks=_marks_for(spec.marks, shape))
-                     for spec, shape in zip(template.args, planned.shapes))
-        out.append((Call(args, {"planned": planned.purpose}), planned))
+        args = tuple(_planned_arg(spec, shape) for spec, shape in zip(template.args, planned.shapes))
+        out.append((Call(args, {"planned": planned.purpose}, template.training), planned))
     return out
+
+
+def _int_bounds(case) -> dict:
+    """Per int argument, the values planned calls may give it (``GuardModel.int_bounds``):
+    negative ones only if a drawn call had one, up to the drawn magnitudes (at least
+    ``MODERATE``, at most ``MAX_SIZE``)."""
+    bounds = {}
+    for a, inp in enumerate(case.program.inputs):
+        drawn = [c.args[a].value for c in case.schedule.calls if "planned" not in c.symbols]
+        if inp.kind == "int" and drawn:
+            high = min(MAX_SIZE, max(MODERATE, max(abs(v) for v in drawn)))
+            bounds[a] = (INT_LOW if min(drawn) < 0 else 0, high)
+    return bounds
+
+
+def _planned_arg(spec, shape):
+    """The template call's argument with a planned shape (an int argument: value); other
+    Python numbers as the template has them."""
+    if spec.scalar == "int":
+        return ArgSpec.of_scalar("int", int(shape[0]))
+    if spec.scalar:
+        return spec
+    return replace(spec, shape=tuple(shape), marks=_marks_for(spec.marks, shape))
 
 
 def _marks_for(marks: dict, shape) -> dict:
@@ -247,7 +318,7 @@ def _cover(info: dict, model, case, records) -> None:
     regions = info.pop("_regions", set())
     covered = set()
     for call, (eager, _) in zip(case.schedule.calls, records):
-        shapes = [a.shape for a in call.args]
+        shapes = model_shapes(call)
         if "error" in eager or not model.valid(shapes):
             continue
         covered.add(model.region_of(shapes))
@@ -267,9 +338,11 @@ def _recheck_reused_failures(run: Run, fn, case, lane: Lane) -> None:
             with config_patch(lane):
                 restore = script_runtime.set_compile_config(case.schedule.config)
                 try:
+                    kwargs = lane.compile_kwargs(True)
+                    compile_fn = ((lambda model: torch.compile(model, **kwargs)) if isinstance(fn, ModuleSide)
+                                  else (lambda: torch.compile(fn, **kwargs)))
                     fresh = script_runtime.fresh_recheck(
-                        fn, lambda: torch.compile(fn, **lane.compile_kwargs(True)),
-                        case.schedule.calls[index].to_json(), lane.device, run.context)
+                        fn, compile_fn, case.schedule.calls[index].to_json(), lane.device, run.context, index)
                 finally:
                     restore()
                     torch._dynamo.reset()

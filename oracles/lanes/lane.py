@@ -118,7 +118,7 @@ def _interpreter_suspect(verdict: dict, case: dict) -> Optional[str]:
     text = " ".join(str(error.get(k, "")) for k in ("type", "message", "traceback"))
     if "InterpreterError" in text or "triton/runtime/interpreter" in text or "enable_triton_interpreter" in text:
         return "raised inside Triton's CPU interpreter (or symfuzz's adaptation of it); confirm on a GPU"
-    if verdict.get("symptom") in ("value-mismatch", "metadata-mismatch"):
+    if verdict.get("symptom") in ("value-mismatch", "metadata-mismatch", "gradient-mismatch"):
         program = str(case.get("program", ""))
         dtypes = {a.get("dtype") for call in case.get("schedule", {}).get("calls", []) for a in call.get("args", [])}
         if any(d in program for d in LOW_PRECISION) or dtypes & set(LOW_PRECISION):

@@ -36,6 +36,28 @@ def plant_abs_wrong_when_symbolic():
     lowering.lowerings[aten.abs.default] = abs_lowering
 
 
+def plant_tanh_backward_wrong_when_symbolic():
+    """A wrong gradient: the decomposition of aten.tanh_backward that Inductor hands
+    AOTAutograd scales the gradient by 1.5, but only when a size of its input is
+    symbolic. Forward values stay right, and so do static-shape compiles and the
+    aot_eager lane (which decomposes nothing): only a compiled backward under
+    dynamic shapes is wrong."""
+    import torch
+    from torch._inductor import decomposition
+
+    aten = torch.ops.aten
+    original = decomposition.decompositions[aten.tanh_backward.default]
+
+    def symbolic(t) -> bool:
+        return any(isinstance(s, torch.SymInt) and s.node.expr.free_symbols for s in t.shape)
+
+    def tanh_backward(grad_output, output):
+        grad = original(grad_output, output)
+        return grad * 1.5 if symbolic(output) else grad
+
+    decomposition.decompositions[aten.tanh_backward.default] = tanh_backward
+
+
 def plant_segfault_on_cos():
     """A crash that kills the process: the Dynamo-only "eager" backend
     dereferences NULL when a graph contains torch.cos."""
@@ -233,6 +255,62 @@ def plant_unguarded_duck_sizing():
     _drop_shape_guards(lambda expr: bool(equality.match(expr.strip())))
 
 
+def plant_frame_entry_guard_mismatch():
+    """A guard that rejects at frame entry what its guard manager accepts: every
+    compiled frame gets one more root guard which, when Dynamo evaluates it at
+    the entry of a compiled function (called from torch.compile's wrapper),
+    fails for calls with an input tensor that has a dim of size 7, as if the
+    runtime read the frame's arguments differently from the dict the guard
+    manager is given; asked through the guard manager's own ``check`` (or
+    ``check_verbose``, as Dynamo does to find the reason) it passes. A later
+    call at such sizes that a cached graph accepts recompiles instead: an
+    unsound recompile. The first call of a program compiles without asking
+    any guard, so one call per program never shows it."""
+    import sys
+
+    import torch
+    import torch._dynamo.guards as guards
+
+    original = guards.GuardManagerWrapper.finalize
+
+    def at_frame_entry() -> bool:
+        caller = sys._getframe(2)  # 0: this helper, 1: the guard, 2: who evaluates it
+        return caller.f_code.co_filename.endswith("eval_frame.py")
+
+    def finalize(self):
+        def frame_entry_guard(f_locals):
+            sevens = any(isinstance(v, torch.Tensor) and 7 in v.shape for v in dict(f_locals).values())
+            return not (sevens and at_frame_entry())
+
+        self.root.add_lambda_guard(frame_entry_guard, ["___frame_entry_guard(L)"], None)
+        return original(self)
+
+    guards.GuardManagerWrapper.finalize = finalize
+
+
+def plant_int_guard():
+    """An int guard that admits a changed value: Dynamo compiles a Python int
+    argument that it specializes (at the first call under automatic dynamic,
+    at every call under ``specialize_int``) as a constant of the graph, and
+    guards on its value (``CONSTANT_MATCH``, which is an ``EQUALS_MATCH`` for
+    an int). Planted: that guard is not installed for an int argument of the
+    compiled frame (source ``L['k']``), so a graph specialized for k=2 is
+    reused, wrongly, for k=3. Tensor guards and guards on ints elsewhere stay."""
+    import re
+
+    from torch._dynamo.guards import GuardBuilder
+
+    original = GuardBuilder.EQUALS_MATCH
+    argument = re.compile(r"^L\['\w+'\]$")
+
+    def EQUALS_MATCH(self, guard, recompile_hint=None):
+        if argument.match(guard.name) and type(self.get(guard)) is int:
+            return  # planted: no check of the int's value
+        return original(self, guard, recompile_hint)
+
+    GuardBuilder.EQUALS_MATCH = EQUALS_MATCH
+
+
 def plant_symbolic_lowering_crash():
     """A compile-time crash: Inductor's lowering of aten.relu raises when a
     dimension of its input is symbolic. Static-shape compiles of the same
@@ -312,11 +390,36 @@ def plant_generator_fault_some():
     _fail_generating(lambda index: index % 10 == 3)
 
 
+def plant_lost_buffer_mutation():
+    """A lost write-back: AOTAutograd drops the in-graph copy_ that writes an in-place
+    update back into a mutated graph input of fixed sizes (a module's buffer, which
+    Dynamo keeps static) when the graph has symbolic sizes. Static compiles keep it,
+    so a module called at one shape, or compiled with dynamic=False, stays right."""
+    import torch
+    from torch._functorch._aot_autograd import graph_capture_wrappers as wrappers
+
+    original = wrappers.apply_in_graph_mutations
+
+    def has_symbols() -> bool:
+        shape_env = getattr(torch._guards.detect_fake_mode(), "shape_env", None)
+        return bool(shape_env is not None and shape_env.backed_var_to_val)
+
+    def apply_in_graph_mutations(input_info, inpt_old, inpt_new, *args, **kwargs):
+        static = all(isinstance(s, int) for s in inpt_old.shape)
+        if static and not input_info.requires_grad and has_symbols():
+            return None  # the buffer keeps its old value
+        return original(input_info, inpt_old, inpt_new, *args, **kwargs)
+
+    wrappers.apply_in_graph_mutations = apply_in_graph_mutations
+
+
 PLANTS = {
+    "lost-buffer-mutation": plant_lost_buffer_mutation,
     "dropped-comparison-guard": plant_dropped_comparison_guard,
     "unguarded-zero-one": plant_unguarded_zero_one,
     "unguarded-duck-sizing": plant_unguarded_duck_sizing,
     "abs-symbolic": plant_abs_wrong_when_symbolic,
+    "grad-symbolic": plant_tanh_backward_wrong_when_symbolic,
     "segfault-cos": plant_segfault_on_cos,
     "hang-sin": plant_hang_on_sin,
     "slow-compile-sin": plant_slow_compile_on_sin,
@@ -327,6 +430,8 @@ PLANTS = {
     "torch-without-compile": plant_torch_without_compile,
     "oom-sigmoid": plant_memory_hog_on_sigmoid,
     "symbolic-lowering-crash": plant_symbolic_lowering_crash,
+    "int-guard": plant_int_guard,
+    "frame-entry-guard-mismatch": plant_frame_entry_guard_mismatch,
     "generator-fault-most": plant_generator_fault_most,
     "generator-fault-some": plant_generator_fault_some,
 }
