@@ -96,12 +96,14 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
 def case_features(case, calls) -> dict:
     """What the case exercised beyond tensor inputs and forward values, for stats.json:
     calls whose gradients were compared (both sides returned, some input requires grad),
-    Python-number or int-list inputs, and the real-model motifs it was built from."""
+    Python-number or int-list inputs, an nn.Module program (parameters or buffers), and
+    the real-model motifs it was built from."""
     grads = [any(a.requires_grad for a in spec.args) for spec in case.schedule.calls]
     return {
         "gradient_calls": sum(1 for call, wanted in zip(calls, grads)
                               if wanted and "error" not in call.eager and "error" not in call.compiled),
         "scalar_inputs": any(not inp.is_tensor for inp in case.program.inputs),
+        "module": bool(case.program.params),
         "motifs": [str(m) for m in case.origin.get("motifs") or []],
     }
 
