@@ -138,7 +138,12 @@ class ModuleSide:
         loss = gradient_loss(out)
         if loss is not None:
             loss.backward()
-        grads = tuple(None if t.grad is None else t.grad.detach().clone() for t in wanted)
+        for t in wanted:
+            # Where the loss does not reach, autograd leaves None and a compiled backward may hand
+            # zeros back (as ``input_gradients`` says): zeros on both sides, so both step alike.
+            if t.grad is None:
+                t.grad = torch.zeros_like(t)
+        grads = tuple(t.grad.detach().clone() for t in wanted)
         if self.optimizer is not None:
             self.optimizer.step()
             self.optimizer.zero_grad()

@@ -119,6 +119,13 @@ def _uses(b, use) -> bool:
     return made > 0
 
 
+def _ops_only(b) -> bool:
+    """Under ``--ops`` (GenConfig.ops) the free-form uses of a number, which bring ops of
+    their own (pad, topk, repeat ...), give way to branches, the builder's size-level int
+    uses and plain arithmetic; int lists, which exist only for such forms, are not drawn."""
+    return b.config.ops is not None
+
+
 # ---------------------------------------------------------------- values
 
 
@@ -225,12 +232,14 @@ def _threshold(b, values) -> str:
 def _int_use(b, k: str, values: tuple, recent=False) -> bool:
     """A statement that takes int input ``k`` where torch takes a number or a size."""
     lo, hi = min(values), max(values)
-    if b.draw(st.integers(0, 5)) == 0:
+    if b.draw(st.integers(0, 5)) == 0 or (_ops_only(b) and b.draw(st.booleans())):
         t = _threshold(b, values)
         cond = b.draw(st.sampled_from([f"{k} > {t}", f"{k} % 2 == 0", f"{k} == {t}", f"{k} <= {t}"]))
         return _branch(b, cond, recent)
-    if not recent and b.draw(st.integers(0, 5)) == 0:
+    if not recent and (b.draw(st.integers(0, 5)) == 0 or _ops_only(b)):
         return bool(b.draw_int_use(k))
+    if _ops_only(b):
+        return False
     x = _tensor(b, recent=recent)
     if x is None:
         return False
@@ -280,6 +289,8 @@ def _float_use(b, f: str, values: tuple, recent=False) -> bool:
     x = _tensor(b, (FLOAT,), recent=recent)
     if x is None:
         return False
+    if _ops_only(b):
+        return _expr(b, b.draw(st.sampled_from(["{x} * {f}", "{x} + {f}"])).format(x=x.name, f=f))
     forms = ["{x} * {f}", "{x} + {f}", "torch.clamp({x}, min={f})", "torch.clamp({x}, {f}, {f} + 1.0)",
              "torch.full_like({x}, {f})", "{x}.masked_fill({x} > {f}, 0.0)", "torch.where({x} > 0, {x}, {f})",
              "torch.lerp({x}, {x}.sin(), {f})", "F.leaky_relu({x}, {f})", "{x} * math.sqrt(abs({f}) + 1.0)"]
@@ -290,7 +301,7 @@ def _float_use(b, f: str, values: tuple, recent=False) -> bool:
 
 def _bool_use(b, flag: str, values: tuple, recent=False) -> bool:
     """A statement steered by bool input ``flag``: a branch, or a flag argument."""
-    if b.draw(st.booleans()):
+    if b.draw(st.booleans()) or _ops_only(b):
         saved = b.save()  # the predicate may hoist size reads
         cond = b.draw(st.sampled_from([flag, flag, f"not {flag}"]))
         if b.draw(st.integers(0, 3)) == 0:
@@ -319,6 +330,8 @@ def _bool_use(b, flag: str, values: tuple, recent=False) -> bool:
 
 def _draw_ints_input(b) -> bool:
     """An int-list input drawn for its use, from each world's shapes."""
+    if _ops_only(b):
+        return False
     use = b.draw(st.sampled_from(["view", "view", "permute", "repeat", "dims", "new", "pad"]))
     x = _tensor(b, min_rank=1)
     if x is None:

@@ -269,7 +269,7 @@ def run_call(fn, args):
 
     When some argument requires grad, the record's tree gains a third part:
     the gradients of a loss (``gradient_loss``) with respect to those
-    arguments, in order (None where the loss does not depend on one), so the
+    arguments, in order (zeros where the loss does not depend on one), so the
     backward pass (compiled by AOTAutograd on the compiled side) is judged
     like any output. An error raised while computing them says ``"during":
     "backward"``. A module program's side (``module_runtime.ModuleSide``) makes
@@ -305,11 +305,14 @@ def gradient_loss(out):
 
     The cotangents are standard normal, drawn in float32 and cast (the fp64
     reference gets the same values), so no gradient is a plain sum that a
-    wrong but symmetric formula would still get right.
+    wrong but symmetric formula would still get right. ``i`` is the output's
+    place among all leaves of the output tree: an output that requires grad on
+    one side only does not shift the other outputs' cotangents.
     """
-    leaves = [t for _, t in flatten(out) if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
     loss = None
-    for i, t in enumerate(leaves):
+    for i, (_, t) in enumerate(flatten(out)):
+        if not (isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()):
+            continue
         cotangent = make_input(tuple(t.shape), t.dtype, COTANGENT_SEED + i, device=t.device)
         term = (t * cotangent).sum()
         loss = term if loss is None else loss + term
@@ -317,13 +320,15 @@ def gradient_loss(out):
 
 
 def input_gradients(out, wanted):
-    """The gradients of ``gradient_loss(out)`` with respect to ``wanted`` (None
-    for an argument it does not reach), detached copies."""
+    """The gradients of ``gradient_loss(out)`` with respect to ``wanted``, detached
+    copies: zeros for an argument the loss does not depend on. (Whether autograd's
+    graph reaches such an argument, None or zeros, is no promise of the compiled
+    function: AOTAutograd's one node takes every input, and hands zeros back.)"""
     loss = gradient_loss(out)
     if loss is None:
-        return tuple(None for _ in wanted)
-    grads = torch.autograd.grad(loss, wanted, allow_unused=True)
-    return tuple(None if g is None else g.detach().clone() for g in grads)
+        return tuple(torch.zeros_like(w) for w in wanted)
+    grads = torch.autograd.grad(loss, wanted, allow_unused=True, materialize_grads=True)
+    return tuple(g.detach().clone() for g in grads)
 
 
 def describe_exception(exc):

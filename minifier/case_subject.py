@@ -98,10 +98,11 @@ class CaseSubject:
 
 
 def module_cost(case: Case) -> tuple:
-    """(training step, trainable parameters, eval calls) of a module program: each
-    makes a query compile and compare more than plain forward calls in train mode."""
+    """(training step, trainable parameters, eval calls, state elements) of a module
+    program: each makes a query compile and compare more than plain forward calls in
+    train mode, or makes its repro bigger."""
     return (case.schedule.step is not None, sum(p.trainable for p in case.program.params),
-            sum(c.training is False for c in case.schedule.calls))
+            sum(c.training is False for c in case.schedule.calls), sum(math.prod(p.dims) for p in case.program.params))
 
 
 def scalar_cost(case: Case) -> tuple:

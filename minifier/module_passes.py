@@ -9,7 +9,9 @@ Top-level functions ``pass(subject) -> Iterator[CaseSubject]`` like those of
 - ``drop_state``: one parameter or buffer at a time leaves the module and becomes an
   input of the same shape, dtype and values (``make_input`` of its seed), or, for
   one that starts at zeros or ones, a constant made at the top of ``forward``. With
-  none left the program is a plain function.
+  none left the program is a plain function;
+- ``shrink_state_sizes``: a fixed size of the state smaller, with the input dims of
+  that size (the state's sizes are tied to them).
 """
 
 from __future__ import annotations
@@ -77,7 +79,36 @@ def state_as_constant(case: Case, param: Param) -> Case:
     return replace(case, program=replace(case.program, body=(node,) + case.program.body))
 
 
+def shrink_state_sizes(subject: CaseSubject) -> Iterator[CaseSubject]:
+    """A fixed size of the module's state made smaller (1, 2, half) in every parameter
+    and buffer and in every input dim of that size: they are tied (a weight's in-features
+    are an input's last dim), so they shrink together."""
+    case = subject.case
+    for size in sorted({d for p in case.program.params for d in p.dims if d > 1}, reverse=True):
+        for smaller in sorted({1, 2, size // 2}):
+            if smaller < size:
+                yield subject.with_case(resized(case, size, smaller))
+
+
+def resized(case: Case, size: int, new: int) -> Case:
+    """Every fixed dim of ``size`` (parameters, buffers, inputs; the calls' shapes follow) set to ``new``."""
+    def dims(values):
+        return tuple(new if d == size else d for d in values)
+
+    params = tuple(replace(p, dims=dims(p.dims)) for p in case.program.params)
+    fixed = {(a, d) for a, inp in enumerate(case.program.inputs) for d, dim in enumerate(inp.dims) if dim == size}
+    inputs = tuple(replace(inp, dims=dims(inp.dims)) if inp.is_tensor else inp for inp in case.program.inputs)
+    calls = []
+    for call in case.schedule.calls:
+        args = tuple(replace(arg, shape=tuple(new if (a, d) in fixed else n for d, n in enumerate(arg.shape)))
+                     if any((a, d) in fixed for d in range(len(arg.shape))) else arg
+                     for a, arg in enumerate(call.args))
+        calls.append(replace(call, args=args))
+    return replace(case, program=replace(case.program, inputs=inputs, params=params),
+                   schedule=replace(case.schedule, calls=tuple(calls)))
+
+
 def with_module_passes(passes: list) -> list:
     """``passes`` with the module passes: plainer calls first (every query after them is
-    cheaper), fewer parameters and buffers last."""
-    return [simplify_module_calls, *passes, drop_state]
+    cheaper), fewer and smaller parameters and buffers last."""
+    return [simplify_module_calls, *passes, drop_state, shrink_state_sizes]

@@ -175,14 +175,14 @@ STATS_TYPES = {
     "programs": dict, "calls": dict, "guards": dict, "ops": dict, "time_seconds": dict, "time_share": dict,
     "findings": dict, "replay": dict, "health": dict, "environment": dict, "canary": dict, "shard": dict,
     "lane": (str, list), "seed": (int, list), "seeds": list, "jobs": int, "max_cases": int,
-    "distinct_ops": int, "indices": list, "executor": str,
+    "distinct_ops": int, "indices": list, "executor": str, "motifs": dict,
     "wall_seconds": _NUMBER, "wall_seconds_total": _NUMBER, "budget_seconds": _NUMBER,
 }
 # Inside a section: the values are counts (numbers) unless named here; None: any value.
 SECTION_TYPES = {
     "programs": ({}, _NUMBER), "ops": ({}, _NUMBER), "time_seconds": ({}, _NUMBER), "time_share": ({}, _NUMBER),
     "calls": ({"graphs_compiled_per_call": dict}, _NUMBER),
-    "guards": ({"planned_calls": dict}, _NUMBER),
+    "guards": ({"planned_calls": dict, "recompile_classes": dict}, _NUMBER),
     "findings": ({"signatures": list, "minified": dict, "interrupted": bool, "interrupted_by": str}, _NUMBER),
     "replay": ({"signatures": list}, _NUMBER),
     "health": ({"problems": list, "internal_error_causes": list}, None),

@@ -194,3 +194,17 @@ def test_the_short_repro_takes_and_judges_gradients_like_the_campaign(tmp_path):
     (forward_only,) = passes.drop_backward(subject)
     text = render_compact(forward_only)
     assert "1).requires_grad_()" not in text and "expected_grads" not in text
+
+
+def test_an_unreached_gradient_is_zeros_and_cotangents_follow_output_places():
+    """Whether autograd's graph reaches an input (None) or hands zeros back is no promise of
+    a compiled function; and an output that requires grad on one side only must not shift
+    the cotangents of the others."""
+    from symfuzz.fuzz.script_runtime import COTANGENT_SEED, input_gradients, make_input
+
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    gx, gy = input_gradients((x * 2,), [x, y])
+    assert torch.equal(gy, torch.zeros(3)) and torch.equal(gx, 2 * make_input((3,), torch.float32, COTANGENT_SEED))
+    assert all(torch.equal(g, torch.zeros(3)) for g in input_gradients((torch.ones(3),), [x, y]))
+    (after_constant,) = input_gradients((torch.ones(3), x * 1), [x])
+    assert torch.equal(after_constant, make_input((3,), torch.float32, COTANGENT_SEED + 1))

@@ -20,7 +20,7 @@ from symfuzz.fuzz.ir import ExprNode, Input, OpNode, Param, Program, node_reads
 from symfuzz.fuzz.module_runtime import ModuleSide
 from symfuzz.minifier.case_passes import dead_code_eliminated
 from symfuzz.minifier.case_subject import CaseSubject
-from symfuzz.minifier.module_passes import drop_state, simplify_module_calls
+from symfuzz.minifier.module_passes import drop_state, shrink_state_sizes, simplify_module_calls
 from symfuzz.oracles.lanes.execute import execute, load_function, load_program
 from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.oracles.registry import judge
@@ -278,3 +278,12 @@ def test_a_lane_that_exports_refuses_every_call_of_a_module_program():
     run = execute(case, get_lane("export"), plan=False)
     assert all(c.compiled["error"]["type"].endswith(".LaneRejectedCall") for c in run.calls)
     assert [v.symptom for v in judge(case, run) if not v.ok] == []
+
+
+def test_a_state_size_shrinks_with_the_input_dims_tied_to_it():
+    subject = _subject(module_case())
+    smaller = [s.case for s in shrink_state_sizes(subject)]
+    four_to_two = next(c for c in smaller if c.program.params[0].dims == (3, 2))
+    assert four_to_two.program.inputs[0].dims == ("s0", 2)
+    assert [c.args[0].shape for c in four_to_two.schedule.calls] == [(3, 2), (5, 2), (7, 2)]
+    assert all(_subject(c).cost() < subject.cost() for c in smaller)

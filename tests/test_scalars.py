@@ -27,7 +27,7 @@ from symfuzz.oracles.symbolic_meta import stride_paths, trace_symbolic
 from symfuzz.oracles.symbolic_trace import judge_calls
 from symfuzz.oracles.verdict import Verdict
 
-N_CASES = 40
+N_CASES = 80
 CONFIG = GenConfig(max_ops=5)
 
 
@@ -107,7 +107,7 @@ def test_generation_is_deterministic_and_round_trips_through_json(generated):
     for case, _ in generated:
         check_program(case.program)
         data = json.loads(json.dumps(case.to_json()))
-        assert data["program"]["ir_version"] == 3
+        assert data["program"]["ir_version"] == (4 if case.program.params else 3)  # IR v4: module state
         assert Case.from_json(data).to_json() == case.to_json()
 
 
@@ -230,3 +230,17 @@ def test_guard_planning_solves_for_int_arguments_too():
     assert any(r.expect_reuse and r.graphs == 0 for _, r in planned)
     assert any(r.purpose.startswith("violate") and k <= 3 and r.graphs > 0 for k, r in planned)
     assert not [v for v in judge(run.case, run) if not v.ok]
+
+
+def test_the_export_lane_takes_numbers_and_int_lists():
+    """Export: a changing int is a dynamic input, an int list one per element (the exported
+    program's checks take them flattened), a changed float is refused, not a finding."""
+    from symfuzz.oracles.lanes.execute import execute
+    from symfuzz.oracles.lanes.lane import get_lane
+    from symfuzz.oracles.registry import judge
+
+    case = small_case(values=(2, 3, 2), floats=(0.5, 0.5, 1.5))
+    run = execute(case, get_lane("export"))
+    assert [("error" in c.compiled) for c in run.calls] == [False, False, True]
+    assert "LaneRejectedCall" in run.calls[2].compiled["error"]["type"]
+    assert not [v for v in judge(case, run) if not v.ok]

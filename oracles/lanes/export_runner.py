@@ -311,13 +311,14 @@ class ExportedRunner:
 
     def _admit(self, index, args):
         """Raise LaneRejectedCall (or ExportOverSpecialized) unless the exported program may take ``args``."""
+        flat = _flat(args)  # dynamic_dims is per placeholder: per element of an int list
         for i, dims in enumerate(self.dynamic_dims):
-            if i >= len(args) or not isinstance(args[i], torch.Tensor):
+            if i >= len(flat) or not isinstance(flat[i], torch.Tensor):
                 continue
-            small = [d for d in dims if args[i].shape[d] in (0, 1)]
+            small = [d for d in dims if flat[i].shape[d] in (0, 1)]
             if small:
                 raise LaneRejectedCall(
-                    f"input {i} has size {args[i].shape[small[0]]} at dim {small[0]}, which export traced as dynamic "
+                    f"input {i} has size {flat[i].shape[small[0]]} at dim {small[0]}, which export traced as dynamic "
                     "assuming sizes >= 2; the exported program accepts 0/1 there, but may legitimately differ from eager")
         if self.artifact == "aoti":
             self._same_layouts_as_first_call(index)
@@ -433,7 +434,8 @@ def _first_line(exc):
 
 
 def _symbolic_input_dims(exported):
-    """Per user input of ``exported``: the dims its graph has as symbols."""
+    """Per user input of ``exported`` (a placeholder of its graph: an int list is one per
+    element): the dims its graph has as symbols."""
     names = list(exported.graph_signature.user_inputs)
     by_name = {node.name: node for node in exported.graph.nodes if node.op == "placeholder"}
     out = []
@@ -446,11 +448,21 @@ def _symbolic_input_dims(exported):
     return out
 
 
+def _flat(args):
+    """The arguments as the exported graph's placeholders take them: an int list's
+    elements one by one (pytree leaves)."""
+    # private torch API, looked up at use: this source is inlined into repros, whose top imports only torch
+    from torch.utils._pytree import tree_leaves
+
+    return tree_leaves(list(args))
+
+
 def _check_guards(module, args):
-    """Run the exported module's input checks alone (no computation)."""
+    """Run the exported module's input checks alone (no computation). The checks take
+    the graph's placeholders: the arguments flattened."""
     guards = getattr(module, "_guards_fn", None)
     if guards is not None:
-        guards(*args)
+        guards(*_flat(args))
         return
     from torch.export import _unlift  # older layout: the checks live in a forward pre-hook
 
