@@ -28,7 +28,7 @@ import copy
 
 import torch
 
-from symfuzz.fuzz.script_runtime import gradient_loss, input_gradients, snapshot
+from symfuzz.fuzz.script_runtime import gradient_loss, input_gradients, requiring_grad_args, snapshot
 
 # Adam's eps: large enough that a gradient near 0, whose sign rounding may flip,
 # moves a weight by a negligible step rather than by a whole learning rate.
@@ -122,9 +122,9 @@ class ModuleSide:
         respect to the inputs that require grad, then the trainable parameters (before
         a training step's update); the state is every parameter, then every buffer."""
         self.phase = "forward"
+        wanted = requiring_grad_args(args)  # before the call (see there)
         out = self.run(*args)
         tree = (snapshot(out), snapshot(tuple(args)))
-        wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
         wanted += [p for p in self.model.parameters() if p.requires_grad]
         self.phase = "backward"
         if self.step is not None:

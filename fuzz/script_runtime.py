@@ -281,8 +281,8 @@ def run_call(fn, args):
         if hasattr(fn, "call_tree"):
             tree = fn.call_tree(args)
         else:
+            wanted = requiring_grad_args(args)
             out = fn(*args)
-            wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
             tree = (snapshot(out), snapshot(tuple(args)))
             if wanted:
                 phase = "backward"
@@ -294,6 +294,14 @@ def run_call(fn, args):
             result["error"]["during"] = "backward"
     result["seconds"] = time.perf_counter() - start
     return result
+
+
+def requiring_grad_args(args):
+    """The arguments that require grad, read before the call: an input the program
+    overwrites from one that requires grad (``x.copy_(y)``) requires grad afterwards,
+    but its gradient then is of its new value, which the compiled function writes
+    back after its graph ran (outside the loss's graph): no promise to compare."""
+    return [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
 
 
 COTANGENT_SEED = 7919  # cotangent i is make_input(its output's shape, dtype, COTANGENT_SEED + i)

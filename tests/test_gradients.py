@@ -208,3 +208,21 @@ def test_an_unreached_gradient_is_zeros_and_cotangents_follow_output_places():
     assert all(torch.equal(g, torch.zeros(3)) for g in input_gradients((torch.ones(3),), [x, y]))
     (after_constant,) = input_gradients((torch.ones(3), x * 1), [x])
     assert torch.equal(after_constant, make_input((3,), torch.float32, COTANGENT_SEED + 1))
+
+
+def test_an_input_overwritten_from_one_that_requires_grad_is_not_differentiated():
+    """``x0.copy_(x3)`` makes x0 require grad after the call; its gradient is of its new value,
+    which a compiled function writes back after its graph (found as a false gradient-mismatch
+    on inductor-cpp). Only the inputs that required grad before the call are differentiated."""
+    from symfuzz.fuzz.script_runtime import run_call
+
+    def fn(x0, x3):
+        x0.copy_(x3)
+        return (x0 * 2,)
+
+    x3 = torch.randn(2, 1, requires_grad=True)
+    record = run_call(fn, [torch.zeros(2, 2), x3])
+    (grad,) = record["out"][2]
+    assert grad.shape == (2, 1)
+    compiled = run_call(torch.compile(fn, backend="aot_eager", dynamic=True), [torch.zeros(2, 2), x3])
+    assert torch.allclose(compiled["out"][2][0], grad)
