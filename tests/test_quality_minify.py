@@ -67,29 +67,33 @@ def test_planted_miscompile_in_a_30_op_program_shrinks_to_3_ops(tmp_path):
     assert report["passes"]["drop_statements"]["accepted"] + report["passes"]["keep_one_output"]["accepted"] > 0
 
 
-def test_planted_guard_fault_keeps_exactly_the_two_calls_it_needs(tmp_path):
-    """dropped-comparison-guard: ``if x.size(d) > k`` is not guarded, so a second call on
-    the other side of k reuses the first call's graph. One call alone cannot show it."""
+def test_planted_guard_fault_keeps_exactly_the_calls_it_needs(tmp_path):
+    """dropped-comparison-guard: ``if x.size(d) > k`` is not guarded, so a later call on
+    the other side of k reuses an earlier call's graph. One call alone cannot show it: under
+    dynamic=True two calls are needed (compile, reuse); under automatic dynamic (dynamic=None)
+    three (a static compile, the dynamic recompile, the reuse)."""
     plant = planted_env("dropped-comparison-guard")
     folder = planted_finding(tmp_path, "dropped-comparison-guard", lane="eager", needs_op="add",
-                             symptom="unsound-guard", gen={"max_ops": 4, "ops": ["add", "mul", "relu", "sum_dim", "sin"],
-                                                           "translation_validation_rate": 0.0})
+                             symptom="unsound-guard", seed=18, gen={"max_ops": 4, "ops": ["add", "mul", "relu", "sum_dim", "sin"],
+                                                                    "translation_validation_rate": 0.0})
     original = json.loads((folder / "finding.json").read_text())
-    assert len(original["case"]["schedule"]["calls"]) > 2
+    assert len(original["case"]["schedule"]["calls"]) > 3
 
     result = minify_finding(folder, MinifyOptions(budget=900, jobs=2, env=plant), lambda m: None)
-    calls = result.best.case.schedule.calls
-    assert len(calls) == 2, [c.to_json() for c in calls]
-    assert [a.shape for a in calls[0].args] != [a.shape for a in calls[1].args]
+    best = result.best
+    calls = best.case.schedule.calls
+    needed = 2 if best.case.schedule.dynamic is True else 3
+    assert len(calls) == needed, (best.case.schedule.dynamic, [c.to_json() for c in calls])
+    assert len({tuple(a.shape for a in c.args) for c in calls}) > 1
     assert result.repro_check["same_bug"]
 
-    # Independently of the driver: either call alone does not fail, both together do.
-    best = result.best
-    for keep in ([0], [1], [0, 1]):
+    # Independently of the driver: without any one of the calls it does not fail; with all, it does.
+    everything = list(range(needed))
+    for keep in [everything] + [[i for i in everything if i != drop] for drop in everything]:
         case = replace(best.case, schedule=replace(best.case.schedule, calls=tuple(calls[i] for i in keep)))
-        finding = best.with_case(case, keep.index(best.verdict.call_index) if len(keep) == 2 else 0).finding()
-        outcome = replay_finding(finding, timeout=300, env_extra=plant)
-        assert (outcome.status == "reproduced") == (keep == [0, 1]), (keep, outcome.status, outcome.output_tail[-1500:])
+        at = keep.index(best.verdict.call_index) if best.verdict.call_index in keep else len(keep) - 1
+        outcome = replay_finding(best.with_case(case, at).finding(), timeout=300, env_extra=plant)
+        assert (outcome.status == "reproduced") == (keep == everything), (keep, outcome.status, outcome.output_tail[-1500:])
 
 
 @pytest.mark.slow  # a campaign, then a minify run: about 10 minutes on 2 cores
