@@ -381,11 +381,11 @@ def shrink_sizes(subject: CaseSubject) -> Iterator[CaseSubject]:
                 continue
             together = case
             for a, d in places:
-                together = _set_constant(together, a, d, smaller)
+                together = set_constant(together, a, d, smaller)
             yield subject.with_case(together)
             if len(places) > 1:
                 for a, d in places:
-                    yield subject.with_case(_set_constant(case, a, d, smaller))
+                    yield subject.with_case(set_constant(case, a, d, smaller))
 
 
 def _set_symbol(case: Case, sym: str, values: list) -> Case:
@@ -405,7 +405,8 @@ def _set_symbol(case: Case, sym: str, values: list) -> Case:
     return replace(case, schedule=replace(case.schedule, calls=tuple(calls)))
 
 
-def _set_constant(case: Case, a: int, d: int, value: int) -> Case:
+def set_constant(case: Case, a: int, d: int, value: int) -> Case:
+    """``case`` with fixed dim ``d`` of input ``a`` set to ``value``, in the program and every call."""
     inputs = list(case.program.inputs)
     dims = list(inputs[a].dims)
     dims[d] = value

@@ -21,7 +21,7 @@ from typing import Iterator
 
 from symfuzz.fuzz.case import ArgSpec, Case
 from symfuzz.fuzz.ir import ExprNode, Input, Param
-from symfuzz.minifier.case_passes import dead_code_eliminated
+from symfuzz.minifier.case_passes import dead_code_eliminated, set_constant
 from symfuzz.minifier.case_subject import CaseSubject
 
 
@@ -92,20 +92,13 @@ def shrink_state_sizes(subject: CaseSubject) -> Iterator[CaseSubject]:
 
 def resized(case: Case, size: int, new: int) -> Case:
     """Every fixed dim of ``size`` (parameters, buffers, inputs; the calls' shapes follow) set to ``new``."""
-    def dims(values):
-        return tuple(new if d == size else d for d in values)
-
-    params = tuple(replace(p, dims=dims(p.dims)) for p in case.program.params)
-    fixed = {(a, d) for a, inp in enumerate(case.program.inputs) for d, dim in enumerate(inp.dims) if dim == size}
-    inputs = tuple(replace(inp, dims=dims(inp.dims)) if inp.is_tensor else inp for inp in case.program.inputs)
-    calls = []
-    for call in case.schedule.calls:
-        args = tuple(replace(arg, shape=tuple(new if (a, d) in fixed else n for d, n in enumerate(arg.shape)))
-                     if any((a, d) in fixed for d in range(len(arg.shape))) else arg
-                     for a, arg in enumerate(call.args))
-        calls.append(replace(call, args=args))
-    return replace(case, program=replace(case.program, inputs=inputs, params=params),
-                   schedule=replace(case.schedule, calls=tuple(calls)))
+    params = tuple(replace(p, dims=tuple(new if d == size else d for d in p.dims)) for p in case.program.params)
+    out = replace(case, program=replace(case.program, params=params))
+    for a, inp in enumerate(case.program.inputs):
+        for d, dim in enumerate(inp.dims if inp.is_tensor else ()):
+            if dim == size:
+                out = set_constant(out, a, d, new)
+    return out
 
 
 def with_module_passes(passes: list) -> list:

@@ -84,7 +84,7 @@ def test_dropping_calls_keeps_the_failing_call_index_right():
 def test_plausible_rejects_candidates_eager_cannot_run():
     good = subject(toy_case())
     assert good.plausible()
-    bad_case = passes._set_constant(toy_case(), 1, 1, 3)  # x1 is now (n, 3): add(v1, x1) cannot broadcast
+    bad_case = passes.set_constant(toy_case(), 1, 1, 3)  # x1 is now (n, 3): add(v1, x1) cannot broadcast
     assert not subject(bad_case).plausible()
     assert subject(bad_case, symptom="accepts-invalid").plausible()  # eager must raise there
 
@@ -144,7 +144,7 @@ def test_cli_says_how_to_check_by_hand_when_the_finding_does_not_fail(tmp_path):
 def test_short_repro_of_accepts_invalid_raises_only_where_compiled_returns(tmp_path):
     """Call 0 is valid (compared as usual); call 1 makes eager raise: the script must
     say accepts-invalid there only if compiled returns (on the Dynamo-only lane it raises too)."""
-    case = passes._set_constant(toy_case(sizes=(5, 6)), 1, 1, 4)
+    case = passes.set_constant(toy_case(sizes=(5, 6)), 1, 1, 4)
     calls = list(case.schedule.calls)
     bad = calls[1].args[1]
     calls[1] = Call((calls[1].args[0], ArgSpec((6, 3), bad.dtype, bad.seed)))
