@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Optional
 
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.scripts import render_compact, render_repro
@@ -18,6 +19,7 @@ from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.ir import OpNode
 from symfuzz.minifier.case_eager import plausible
 from symfuzz.minifier.compact import compact_matches
+from symfuzz.oracles.lanes.lane import LANES
 from symfuzz.oracles.verdict import Verdict
 
 # Marks that make a dim symbolic when the compile sees it.
@@ -31,27 +33,64 @@ class CaseSubject:
     lane: dict
     environment: dict
     kind: str = "case"
+    # The lane the queries compile on, when it is a cheaper one than the finding's (``lane``):
+    # eager or aot_eager instead of Inductor. Its scripts still sign failures under the
+    # finding's lane name: the failure key is the bug, and the same key there is the same bug.
+    run_lane: Optional[dict] = None
+    triage: Optional[dict] = None  # the finding's triage: which cheaper lanes it passed on
 
     @staticmethod
     def from_finding(finding: Finding) -> "CaseSubject":
         return CaseSubject(Case.from_json(finding.case), finding.verdict, dict(finding.lane),
-                           dict(finding.environment))
+                           dict(finding.environment), triage=dict(finding.triage or {}))
 
     def with_case(self, case: Case, call_index=None) -> "CaseSubject":
         verdict = self.verdict if call_index is None else replace(self.verdict, call_index=call_index)
         return replace(self, case=case, verdict=verdict)
 
     def finding(self) -> Finding:
-        return Finding(case=self.case.to_json(), verdict=self.verdict, lane=self.lane, environment=self.environment)
+        lane = self.lane if self.run_lane is None else dict(self.run_lane, name=self.lane["name"])
+        return Finding(case=self.case.to_json(), verdict=self.verdict, lane=lane, environment=self.environment)
 
     def to_json(self) -> dict:
-        return {"case": self.case.to_json(), "verdict": self.verdict.to_json(), "lane": self.lane,
+        data = {"case": self.case.to_json(), "verdict": self.verdict.to_json(), "lane": self.lane,
                 "environment": self.environment}
+        if self.run_lane is not None:
+            data["run_lane"] = self.run_lane  # the same case on another lane is another query
+        return data
 
     @staticmethod
     def from_json(data: dict) -> "CaseSubject":
         return CaseSubject(Case.from_json(data["case"]), Verdict.from_json(data["verdict"]), data["lane"],
-                           data.get("environment", {}))
+                           data.get("environment", {}), run_lane=data.get("run_lane"))
+
+    # -- lanes
+
+    def cheaper_variants(self) -> list["CaseSubject"]:
+        """This subject compiled on each cheaper lane that might show the same bug, cheapest first.
+
+        Only Inductor lanes that go through ``torch.compile`` have them (eager, aot_eager): an
+        export lane's failure is another code path. A lane the finding's triage saw pass is left out.
+        """
+        if self.run_lane is not None or self.lane.get("backend") != "inductor" or self.lane.get("runner"):
+            return []
+        own = LANES.get(self.lane.get("name"))
+        seen = (self.triage or {}).get("lanes", {})
+        variants = []
+        for name in (own.cheaper if own else ("eager", "aot_eager")):
+            cheap = LANES.get(name)
+            if cheap is None or cheap.backend == "inductor" or cheap.runner or seen.get(name) == "pass":
+                continue
+            lane = dict(cheap.to_json(), device=self.lane.get("device", "cpu"))
+            variants.append(replace(self, run_lane=lane))
+        return variants
+
+    def on_own_lane(self) -> "CaseSubject":
+        return replace(self, run_lane=None)
+
+    @property
+    def run_lane_name(self) -> str:
+        return (self.run_lane or self.lane).get("name", "?")
 
     # -- size
 

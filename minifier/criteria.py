@@ -65,6 +65,8 @@ class SameStoredSignature(SameFailure):
     symfuzz keyed: when the original fails with the same symptom under another signature
     (signatures became more precise), that signature is the bug its repro shows now."""
 
+    lane_free = True
+
     def calibrate(self, original: QueryOutcome) -> None:
         found = original.failure_id()
         if found and found != self.failure_id and _symptom(found) == _symptom(self.failure_id):

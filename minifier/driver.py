@@ -38,6 +38,7 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from symfuzz.corpus.atomic import write_json, write_text
 from symfuzz.corpus.replay import ScriptRunner
+from symfuzz.minifier.warm_queries import WarmPool, WarmRunner
 from symfuzz.corpus.replay import result_line as parse_result
 
 
@@ -104,6 +105,9 @@ class Criterion:
     # repro prints none, so for such criteria the subject judges it instead
     # (``repro_matches``); a regex or an external script applies to it as it is.
     reads_result_line = False
+    # True when "the same bug" is a failure key that names no lane (a stored signature: its
+    # scripts sign under the finding's lane whichever lane compiles), so a cheaper lane may stand in.
+    lane_free = False
 
     def command(self, script: Path) -> list[str]:
         return [sys.executable, str(script)]
@@ -136,12 +140,18 @@ def run_query(script_text: str, criterion: Criterion, timeout: float, env: dict,
         folder = Path(tmp)
         script = folder / "repro.py"
         script.write_text(script_text)
-        extra = {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir or folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
-        extra.update(env)
+        extra = query_env(cache_dir or folder / "inductor-cache", env)
         runner = runner or ScriptRunner()
         code, out, seconds, exceeded = runner.run_command(criterion.command(script), folder, extra, timeout,
                                                           memory_limit_mb)
     return QueryOutcome(code, parse_result(out), out, round(seconds, 2), exceeded)
+
+
+def query_env(cache_dir: Path, env: dict) -> dict:
+    """The environment a query runs with, on top of this process's."""
+    extra = {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "PYTHONHASHSEED": "0"}
+    extra.update(env)
+    return extra
 
 
 @dataclass
@@ -170,6 +180,7 @@ class Result:
     repro_check: Optional[dict] = None
     work_dir: Optional[Path] = None
     repro_path: Optional[Path] = None
+    lane: dict = field(default_factory=dict)  # a cheaper lane tried or minified on (driver._cheapest_lane_showing)
 
     def report(self) -> dict:
         return {
@@ -182,6 +193,7 @@ class Result:
             "passes": {name: s.to_json() for name, s in self.passes.items()},
             "repro_check": self.repro_check,
             "repro": str(self.repro_path) if self.repro_path else None,
+            "lane": self.lane,
         }
 
 
@@ -193,7 +205,7 @@ class Driver:
     def __init__(self, criterion: Criterion, out_dir: Path, *, budget: float = 600.0, jobs: int = 1,
                  query_timeout: float = 300.0, env: Optional[dict] = None, memory_limit_mb: Optional[int] = None,
                  progress: Optional[Callable[[str], None]] = None, max_rounds: int = 8,
-                 repro_path: Optional[Path] = None):
+                 repro_path: Optional[Path] = None, warm: bool = True, cheapest_lane_first: bool = True):
         self.criterion = criterion
         self.out_dir = Path(out_dir)
         self.repro_path = Path(repro_path) if repro_path else self.out_dir / "repro.py"
@@ -208,6 +220,9 @@ class Driver:
         self.cache: dict[str, bool] = {}  # candidate json -> interesting
         self.cache_dir: Optional[Path] = None  # the Inductor cache of this run's queries
         self.runners: set = set()  # queries in flight, to kill on Ctrl-C
+        self.warm = warm  # run queries on warm servers (minifier/warm_queries.py) rather than cold interpreters
+        self.pool: Optional[WarmPool] = None
+        self.cheapest_lane_first = cheapest_lane_first
         self.lock = threading.Lock()
         self.start = 0.0
 
@@ -217,7 +232,7 @@ class Driver:
         return self._run(subject.query_script())
 
     def _run(self, script: str) -> QueryOutcome:
-        runner = ScriptRunner()
+        runner = WarmRunner(self.pool)
         with self.lock:
             self.queries += 1
             self.runners.add(runner)
@@ -248,9 +263,15 @@ class Driver:
     def minify(self, subject: Subject, passes: list[Pass]) -> Result:
         with tempfile.TemporaryDirectory(prefix="symfuzz-minify-cache-") as cache:
             self.cache_dir = Path(cache)
+            if self.warm:
+                # One warm server per concurrent query, with the environment every query shares.
+                self.pool = WarmPool(query_env(self.cache_dir, self.env), self.jobs)
             try:
                 return self._minify(subject, passes)
             finally:
+                if self.pool is not None:
+                    self.pool.close()
+                    self.pool = None
                 self.cache_dir = None
 
     def _minify(self, subject: Subject, passes: list[Pass]) -> Result:
@@ -272,19 +293,10 @@ class Driver:
         self._save(result)
         self.say(f"minify: the original fails as expected; {_describe(result.before)}")
         try:
-            stopped = "max-rounds"
-            for _ in range(self.max_rounds):
-                progressed = False
-                for pass_fn in passes:
-                    if self._out_of_time():
-                        break
-                    progressed |= self._run_pass(pass_fn, result)
-                if self._out_of_time():
-                    stopped = "budget"
-                    break
-                if not progressed:
-                    stopped = "fixpoint"
-                    break
+            result.best = self._cheapest_lane_showing(subject, result)
+            stopped = self._rounds(passes, result)
+            if getattr(result.best, "run_lane", None) is not None:
+                stopped = self._back_on_own_lane(subject, passes, result, stopped)
             result.stopped = stopped
             return self._finish(result)
         except KeyboardInterrupt:
@@ -292,6 +304,55 @@ class Driver:
             result.stopped = "interrupted"
             self._finish(result, check_repro=False)
             raise
+
+    def _rounds(self, passes: list[Pass], result: Result) -> str:
+        """Rounds over all passes until one makes no progress; how they stopped."""
+        for _ in range(self.max_rounds):
+            progressed = False
+            for pass_fn in passes:
+                if self._out_of_time():
+                    break
+                progressed |= self._run_pass(pass_fn, result)
+            if self._out_of_time():
+                return "budget"
+            if not progressed:
+                return "fixpoint"
+        return "max-rounds"
+
+    # -- the cheapest lane first
+
+    def _cheapest_lane_showing(self, subject: Subject, result: Result) -> Subject:
+        """The subject on the cheapest lane where it fails the same way (``cheaper_variants``,
+        e.g. aot_eager for an Inductor finding whose bug is in Dynamo or AOTAutograd), else itself.
+        A query there skips Inductor's compile, the bulk of a query's time."""
+        if not (self.cheapest_lane_first and self.criterion.lane_free):
+            return subject
+        for variant in getattr(subject, "cheaper_variants", lambda: [])():
+            if self._out_of_time():
+                break
+            if self._interesting(variant):
+                result.lane = {"minified_on": variant.run_lane_name, "tried": result.lane.get("tried", []) +
+                               [variant.run_lane_name]}
+                self.say(f"minify: it fails the same way on {variant.run_lane_name}: minifying there, "
+                         f"with a final check on {subject.run_lane_name}")
+                return variant
+            result.lane.setdefault("tried", []).append(variant.run_lane_name)
+        return subject
+
+    def _back_on_own_lane(self, original: Subject, passes: list[Pass], result: Result, stopped: str) -> str:
+        """Check the result minified on a cheaper lane on the finding's own lane. If it does not
+        fail the same way there, minify again on the own lane, from the original."""
+        own = result.best.on_own_lane()
+        self.say(f"minify: checking the result on {own.run_lane_name} ...")
+        if self._interesting(own):
+            result.best = own
+            result.lane["final_check"] = "same failure"
+            return stopped
+        self.say(f"minify: on {own.run_lane_name} it does not fail the same way: minifying again there")
+        result.lane["final_check"] = "different: minified again on the finding's lane"
+        result.best = original
+        result.after = original.measure()
+        return self._rounds(passes, result)
 
     def _run_pass(self, pass_fn: Pass, result: Result) -> bool:
         """Run one pass to its own fixpoint; True if it accepted anything."""

@@ -38,6 +38,9 @@ class MinifyOptions:
     env: Optional[dict] = None  # extra environment for every query (tests plant bugs with it)
     script_args: tuple = ()  # a script's own command-line arguments
     quiet: bool = False
+    # The speed-ups, on by default; off gives the earlier method (benchmarks/minify.py compares them).
+    warm: bool = True  # queries forked from warm servers (minifier/warm_queries.py), not fresh interpreters
+    cheapest_lane_first: bool = True  # minify on eager/aot_eager when the finding fails the same way there
 
 
 def _criterion(options: MinifyOptions, default: Criterion) -> Criterion:
@@ -105,7 +108,8 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
     work, repro = _paths(options, folder / "minified")
     with _removed_on_failure(work, keep=options.out is not None):
         driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
-                        env=options.env, memory_limit_mb=memory, progress=say, repro_path=repro)
+                        env=options.env, memory_limit_mb=memory, progress=say, repro_path=repro,
+                        warm=options.warm, cheapest_lane_first=options.cheapest_lane_first)
         subject = CaseSubject.from_finding(finding)
         return _run(driver, subject, with_module_passes(CASE_PASSES), f"python {folder / 'repro.py'}")
 
@@ -126,7 +130,7 @@ def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]
         except ScriptError as exc:
             raise MinifyError(str(exc)) from None
         driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
-                        env=options.env, progress=say, repro_path=repro)
+                        env=options.env, progress=say, repro_path=repro, warm=options.warm)
         by_hand = " ".join(["python", str(path), *options.script_args])
         return _run(driver, subject, passes, by_hand)
 

@@ -389,6 +389,12 @@ def build_parser() -> argparse.ArgumentParser:
     minify.add_argument("--timeout", type=duration, default=None,
                         help="limit for one query (default 5m, or a timeout finding's own limit)")
     minify.add_argument("--quiet", action="store_true", help="no progress output")
+    minify.add_argument("--cold-queries", action="store_true",
+                        help="run each query in a fresh interpreter instead of forking it from a warm one "
+                             "(slower; the earlier method, for comparison)")
+    minify.add_argument("--own-lane-only", action="store_true",
+                        help="minify a finding on its own lane even when a cheaper lane (eager, aot_eager) "
+                             "fails the same way (slower; the earlier method, for comparison)")
 
     sub.add_parser("lanes", help="list the compile lanes and whether each can run here", epilog=SIMPLE_EXIT_CODES,
                    formatter_class=HelpFormatter)
@@ -945,7 +951,8 @@ def cmd_minify(args) -> int:
         raise UsageError("arguments after `--` are for a script.py; a finding replays from its JSON alone")
     options = MinifyOptions(out=args.out, match=args.match, accuracy=args.accuracy, test=args.test,
                             budget=args.budget, jobs=args.jobs, query_timeout=args.timeout, quiet=args.quiet,
-                            script_args=script_args)
+                            script_args=script_args, warm=not args.cold_queries,
+                            cheapest_lane_first=not args.own_lane_only)
     try:
         result = minify_path(args.path, options)
     except MinifyError as exc:

@@ -7,6 +7,7 @@ is known: {3, 7}.
 
 import json
 import sys
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -66,9 +67,9 @@ def grow(subject):
     yield Toy(subject.items + (100,), subject.other_bug)
 
 
-def driver(tmp_path, criterion=None, jobs=1, name="out"):
+def driver(tmp_path, criterion=None, jobs=1, name="out", warm=True):
     return Driver(criterion or SameFailure("crash-toy"), tmp_path / name, budget=120, jobs=jobs, query_timeout=30,
-                  progress=lambda message: None)
+                  progress=lambda message: None, warm=warm)
 
 
 def test_reduces_to_the_known_minimum_and_writes_best_and_report(tmp_path):
@@ -203,27 +204,44 @@ def drop_slowly(subject):
         yield Slow(subject.items[:i] + subject.items[i + 1:], pidfile=subject.pidfile)
 
 
-def test_ctrl_c_kills_the_queries_in_flight(tmp_path):
+@pytest.mark.parametrize("warm", [True, False], ids=["warm-servers", "cold-interpreters"])
+def test_ctrl_c_kills_the_queries_in_flight(tmp_path, warm):
     """Queries run in sessions of their own (a terminal's Ctrl-C does not reach
-    them), so the driver must kill them itself when interrupted."""
+    them), so the driver must kill them itself when interrupted: forked from a
+    warm server or started cold."""
     import os
     import signal
+    import threading
 
     pidfile = tmp_path / "pids"
+    main = threading.get_ident()
+    done = threading.Event()
+
+    def interrupt_once_both_run():
+        # Ctrl-C arrives while both candidate queries run (a warm server first imports torch).
+        deadline = time.monotonic() + 180
+        while not done.is_set() and time.monotonic() < deadline:
+            if pidfile.exists() and len(pidfile.read_text().split()) >= 2:
+                break
+            time.sleep(0.2)
+        if not done.is_set():
+            signal.pthread_kill(main, signal.SIGALRM)
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, 4.0)
+    watcher = threading.Thread(target=interrupt_once_both_run, daemon=True)
+    watcher.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            driver(tmp_path, jobs=2).minify(Slow((1, 2, 3), pidfile=str(pidfile)), [drop_slowly])
+            driver(tmp_path, jobs=2, warm=warm).minify(Slow((1, 2, 3), pidfile=str(pidfile)), [drop_slowly])
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        done.set()
+        watcher.join()
         signal.signal(signal.SIGALRM, previous)
     pids = [int(p) for p in pidfile.read_text().split()]
-    assert pids
+    assert len(pids) == 2
     for pid in pids:
         try:
             os.kill(pid, 0)
