@@ -1,5 +1,30 @@
 #!/usr/bin/env python
-"""symfuzz's minifier against PyTorch's own, side by side on the same planted faults.
+"""symfuzz's minifier now against its earlier method (and PyTorch's own minifier), side by side.
+
+Cases: the planted faults below (a user script each), and the findings real
+campaigns confirmed on unmodified torch 2.13, stored in
+benchmarks/minify_cases/findings/<signature>/finding.json (what `symfuzz fuzz`
+wrote; minified from the JSON alone, as `symfuzz minify FINDING` does).
+
+Tools, one after the other on each case, never at the same time:
+
+- **symfuzz-before**: ``symfuzz minify ... --cold-queries --own-lane-only``: the
+  earlier method, every query in a fresh interpreter (6-9 s of imports each)
+  and a finding always minified on its own lane.
+- **symfuzz**: ``symfuzz minify ...`` as it is: queries forked from warm servers,
+  and a finding of an Inductor lane that fails the same way on eager or
+  aot_eager minified there, with a final check on its own lane.
+- **pytorch**, **pytorch-symbolic** (plants only, with --tools): PyTorch's
+  after-AOT minifier, described below.
+
+Each symfuzz row prints the time share of its phases (report.json "phases":
+the original's check, trying cheaper lanes, the passes, the check back on the
+finding's lane, the final repro's check). The summary gives each tool's median
+and max wall time over all cases, and on how many cases the minified sizes
+(ops, nodes, calls, elements, dynamic dims) are the same for both methods.
+
+    python benchmarks/minify.py                                  # every case, symfuzz-before then symfuzz
+    python benchmarks/minify.py --cases abs-symbolic --tools pytorch,symfuzz
 
 For each plant (a torch bug planted by tests/plants/sitecustomize.py) there is
 a user script in benchmarks/minify_cases/: a small nn.Module compiled with a
@@ -20,8 +45,7 @@ the plant on and its own fresh Inductor cache:
 Then each repro is re-run by this benchmark in a fresh process, with the plant
 on and again with it off.
 
-    python benchmarks/minify.py                      # both plants, pytorch then symfuzz
-    python benchmarks/minify.py --plants abs-symbolic --timeout 1200 --keep /tmp/minify-bench
+    python benchmarks/minify.py --cases abs-symbolic --timeout 1200 --keep /tmp/minify-bench
     python benchmarks/minify.py --tools pytorch,pytorch-symbolic,symfuzz
 
 ``--tools pytorch-symbolic`` adds a row for the launcher's ``minify
@@ -116,10 +140,27 @@ class PlantCase:
         return 4 if self.accuracy else 2
 
 
+@dataclass(frozen=True)
+class FindingCase:
+    """A finding a real campaign confirmed on unmodified torch (benchmarks/minify_cases/findings/<name>/finding.json)."""
+
+    name: str
+    folder: Path
+    plant = None
+    accuracy = False
+
+    @property
+    def script(self) -> Path:
+        return self.folder / "finding.json"
+
+
 CASES_BY_PLANT = {
     "abs-symbolic": PlantCase("abs-symbolic", CASES / "abs_symbolic.py", accuracy=True),
     "symbolic-lowering-crash": PlantCase("symbolic-lowering-crash", CASES / "symbolic_lowering_crash.py", accuracy=False),
 }
+FINDINGS = {folder.name: FindingCase(folder.name, folder)
+            for folder in sorted((CASES / "findings").glob("*")) if (folder / "finding.json").exists()}
+ALL_CASES = {**CASES_BY_PLANT, **FINDINGS}
 
 
 @dataclass
@@ -138,6 +179,8 @@ class Row:
     dynamic: bool | None = None
     dynamic_why: str = ""
     notes: list[str] = field(default_factory=list)
+    after: dict = field(default_factory=dict)  # report.json's "after" (symfuzz rows): the minified sizes
+    phases: dict = field(default_factory=dict)  # report.json's "phases" (symfuzz rows): seconds per phase
 
 
 # ---------------------------------------------------------------- processes
@@ -221,8 +264,13 @@ def tracing_mode(path: Path) -> str:
     return m.group(2) if m else "unknown"
 
 
-def check_repro(repro: Path, case: PlantCase, work: Path, timeout: float) -> tuple[bool, bool, str]:
-    """Run `repro` fresh with the plant on and off: (still fails, clean without plant, note)."""
+def check_repro(repro: Path, case, work: Path, timeout: float) -> tuple[bool, bool | None, str]:
+    """Run `repro` fresh with the plant on and off: (still fails, clean without plant, note).
+    A campaign finding has no plant to turn off: (still fails, None, note)."""
+    if case.plant is None:
+        ran = run([PYTHON, repro], work / "check", plant_env(None, work / "cache-check"), timeout, work / "check.log")
+        fails = ran.rc not in (0, None)
+        return fails, None, "" if fails else f"the repro does not fail: {exit_text(ran.rc) if ran.rc is not None else 'timed out'}"
     on = run([PYTHON, repro], work / "check-planted", plant_env(case.plant, work / "cache-check-planted"),
              timeout, work / "check-planted.log")
     off = run([PYTHON, repro], work / "check-clean", plant_env(None, work / "cache-check-clean"),
@@ -332,15 +380,20 @@ def symfuzz_available() -> str | None:
     return None if probe.returncode == 0 else "`symfuzz minify` CLI not available in this checkout"
 
 
-def symfuzz_minifier(case: PlantCase, work: Path, args: argparse.Namespace) -> Row:
-    row = Row("symfuzz")
+def symfuzz_minifier(case, work: Path, args: argparse.Namespace, before: bool = False) -> Row:
+    """``symfuzz minify``: as it is now, or (``before``) by the earlier method: every query in a
+    fresh interpreter, and a finding always on its own lane."""
+    row = Row("symfuzz-before" if before else "symfuzz")
     timeout = args.timeout
     missing = symfuzz_available()
     if missing:
         row.status = missing
         return row
     out = work / "out"
-    cmd = [SYMFUZZ, "minify", case.script, "--out", out, "--budget", args.budget, "--jobs", str(args.jobs)]
+    target = case.folder if isinstance(case, FindingCase) else case.script
+    cmd = [SYMFUZZ, "minify", target, "--out", out, "--budget", args.budget, "--jobs", str(args.jobs)]
+    if before:
+        cmd += ["--cold-queries", "--own-lane-only"]
     if case.accuracy:
         cmd.append("--accuracy")
     ran = run(cmd, work / "cwd", plant_env(case.plant, work / "cache"), timeout, work / "minify.log")
@@ -355,12 +408,21 @@ def symfuzz_minifier(case: PlantCase, work: Path, args: argparse.Namespace) -> R
         before, after = report.get("before", {}), report.get("after", {})
         row.nodes_before, row.nodes_after = before.get("nodes"), after.get("nodes")
         row.ops_after, row.queries = after.get("ops"), report.get("queries")
+        row.after, row.phases = after, report.get("phases") or {}
+        if (report.get("lane") or {}).get("minified_on"):
+            lane = report["lane"]
+            row.notes.append(f"minified on {lane['minified_on']}, checked on the finding's lane: {lane.get('final_check')}")
         check = report.get("repro_check", {})
         row.notes.append(f"its own repro check: fails={check.get('fails')} same_bug={check.get('same_bug')}")
         dims = after.get("dynamic_dims") or 0
         marks = repro.exists() and calls_mark_dynamic(repro)
-        row.dynamic = dims >= 1 and marks
-        row.dynamic_why = f"dynamic_dims={dims}, {'calls' if marks else 'no'} mark_dynamic"
+        if isinstance(case, FindingCase):
+            # A finding's case may be dynamic through dynamic=True or automatic dynamic: no mark needed.
+            row.dynamic = dims >= 1
+            row.dynamic_why = f"dynamic_dims={dims}"
+        else:
+            row.dynamic = dims >= 1 and marks
+            row.dynamic_why = f"dynamic_dims={dims}, {'calls' if marks else 'no'} mark_dynamic"
     elif row.status == "ok":
         row.status = "no report.json written"
     if repro.exists():
@@ -372,7 +434,13 @@ def symfuzz_minifier(case: PlantCase, work: Path, args: argparse.Namespace) -> R
     return row
 
 
-TOOLS = {"pytorch": pytorch_minifier, "pytorch-symbolic": pytorch_symbolic, "symfuzz": symfuzz_minifier}
+def symfuzz_before(case, work: Path, args: argparse.Namespace) -> Row:
+    return symfuzz_minifier(case, work, args, before=True)
+
+
+TOOLS = {"pytorch": pytorch_minifier, "pytorch-symbolic": pytorch_symbolic, "symfuzz-before": symfuzz_before,
+         "symfuzz": symfuzz_minifier}
+SCRIPT_ONLY = ("pytorch", "pytorch-symbolic")  # PyTorch's minifier starts from a script, not from a finding
 
 
 # ------------------------------------------------------------------ output
@@ -383,9 +451,15 @@ def yes_no(value: bool | None, why: str = "") -> str:
     return f"{text} ({why})" if why and value is not None else text
 
 
-def print_table(case: PlantCase, rows: list[Row]) -> None:
-    kind = "accuracy bug (wrong result)" if case.accuracy else "crash"
-    print(f"\n== plant {case.plant}: {kind}; script {case.script.relative_to(ROOT)}")
+SIZE_KEYS = ("ops", "nodes", "calls", "elements", "dynamic_dims")
+
+
+def print_table(case, rows: list[Row]) -> None:
+    if isinstance(case, FindingCase):
+        print(f"\n== finding {case.name} (a real campaign's, unmodified torch); {case.script.relative_to(ROOT)}")
+    else:
+        kind = "accuracy bug (wrong result)" if case.accuracy else "crash"
+        print(f"\n== plant {case.plant}: {kind}; script {case.script.relative_to(ROOT)}")
     header = ["tool", "nodes before→after", "ops after", "queries", "wall s", "fails", "clean", "dynamic", "status"]
     table = [header]
     for r in rows:
@@ -398,6 +472,9 @@ def print_table(case: PlantCase, rows: list[Row]) -> None:
     for line in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
     for r in rows:
+        if r.phases and r.seconds:
+            shares = ", ".join(f"{name} {seconds / r.seconds:.0%}" for name, seconds in r.phases.items())
+            print(f"  {r.tool}: time share: {shares} (rest: start-up and the capture of a script)")
         for note in r.notes:
             print(f"  {r.tool}: {note}")
     by_tool = {r.tool: r for r in rows}
@@ -407,48 +484,83 @@ def print_table(case: PlantCase, rows: list[Row]) -> None:
         caveat = f" ({', '.join(unfinished)} did not finish: figures where it stopped)" if unfinished else ""
         print(f"  ratio symfuzz/pytorch: nodes after {ours.nodes_after / theirs.nodes_after:.2f}, "
               f"wall time {ours.seconds / theirs.seconds:.2f}{caveat}")
-    else:
-        print("  ratio symfuzz/pytorch: n/a (a tool produced no repro)")
+    before = by_tool.get("symfuzz-before")
+    if ours and before and ours.seconds and before.seconds:
+        same = {k: ours.after.get(k) for k in SIZE_KEYS} == {k: before.after.get(k) for k in SIZE_KEYS}
+        print(f"  symfuzz now vs before: wall time {ours.seconds:.0f}s vs {before.seconds:.0f}s "
+              f"(x{before.seconds / ours.seconds:.1f} faster); minified sizes "
+              + ("the same" if same else f"differ: now {_sizes(ours.after)}, before {_sizes(before.after)}"))
+
+
+def _sizes(after: dict) -> str:
+    return ", ".join(f"{after.get(k)} {k}" for k in SIZE_KEYS)
+
+
+def print_summary(results: list[tuple[object, list[Row]]]) -> None:
+    """Median and max wall time per tool over every case, and whether the sizes held."""
+    import statistics
+
+    print("\n== summary over every case (goal for symfuzz: median <= 60 s, max <= 150 s)")
+    tools = list(dict.fromkeys(r.tool for _, rows in results for r in rows))
+    for tool in tools:
+        times = [r.seconds for _, rows in results for r in rows if r.tool == tool and r.seconds is not None
+                 and r.status == "ok"]
+        failed = [r for _, rows in results for r in rows if r.tool == tool and r.status != "ok"]
+        if times:
+            print(f"  {tool:<15} {len(times)} cases: median {statistics.median(times):.0f}s, max {max(times):.0f}s, "
+                  f"total {sum(times):.0f}s" + (f"; {len(failed)} did not finish" if failed else ""))
+    pairs = [(by["symfuzz"], by["symfuzz-before"]) for by in ({r.tool: r for r in rows} for _, rows in results)
+             if "symfuzz" in by and "symfuzz-before" in by and by["symfuzz"].after and by["symfuzz-before"].after]
+    if pairs:
+        same = sum({k: a.after.get(k) for k in SIZE_KEYS} == {k: b.after.get(k) for k in SIZE_KEYS} for a, b in pairs)
+        print(f"  minified sizes now equal to before's on {same} of {len(pairs)} cases")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plants", default=",".join(CASES_BY_PLANT), help="comma-separated (default: all)")
+    parser.add_argument("--cases", "--plants", dest="cases", default=",".join(ALL_CASES),
+                        help=f"comma-separated plants and findings (default: all: {', '.join(ALL_CASES)})")
     parser.add_argument("--timeout", type=float, default=1500.0, help="seconds for each step of each tool")
     parser.add_argument("--budget", default="10m", help="symfuzz minify --budget (default 10m)")
     parser.add_argument("--jobs", type=int, default=2, help="symfuzz minify --jobs (default 2)")
-    parser.add_argument("--tools", default="pytorch,symfuzz",
+    parser.add_argument("--tools", default="symfuzz-before,symfuzz",
                         help="comma-separated, in order, from pytorch, pytorch-symbolic (the launcher's minify "
-                             "with --tracing-mode symbolic; slow), symfuzz (default: pytorch,symfuzz)")
+                             "with --tracing-mode symbolic; slow), symfuzz-before (cold queries, the finding's own "
+                             "lane: the earlier method), symfuzz (default: symfuzz-before,symfuzz)")
     parser.add_argument("--keep", type=Path, default=None, help="keep every artifact under this folder")
     args = parser.parse_args()
 
-    plants = [p.strip() for p in args.plants.split(",") if p.strip()]
-    unknown = [p for p in plants if p not in CASES_BY_PLANT]
+    names = [p.strip() for p in args.cases.split(",") if p.strip()]
+    unknown = [p for p in names if p not in ALL_CASES]
     if unknown:
-        parser.error(f"unknown plant(s) {', '.join(unknown)}; known: {', '.join(CASES_BY_PLANT)}")
+        parser.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(ALL_CASES)}")
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     if not set(tools) <= set(TOOLS):
         parser.error(f"--tools takes a subset of {', '.join(TOOLS)}")
 
     root = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="symfuzz-minify-bench-"))
     root.mkdir(parents=True, exist_ok=True)
-    print(f"torch minifier vs symfuzz minify; timeout {args.timeout:.0f}s per step, symfuzz --budget {args.budget} "
+    print(f"minifiers: {', '.join(tools)}; timeout {args.timeout:.0f}s per step, symfuzz --budget {args.budget} "
           f"--jobs {args.jobs}; artifacts in {root}{'' if args.keep else ' (deleted at the end)'}")
+    results = []
     try:
-        for plant in plants:
-            case = CASES_BY_PLANT[plant]
-            shutil.rmtree(root / plant, ignore_errors=True)  # a --keep folder from an earlier run
+        for name in names:
+            case = ALL_CASES[name]
+            shutil.rmtree(root / name, ignore_errors=True)  # a --keep folder from an earlier run
             rows = []
             for tool in tools:
-                work = root / plant / tool
-                print(f"[{plant}] running {tool} ...", file=sys.stderr, flush=True)
+                if tool in SCRIPT_ONLY and isinstance(case, FindingCase):
+                    continue
+                work = root / name / tool
+                print(f"[{name}] running {tool} ...", file=sys.stderr, flush=True)
                 try:
                     rows.append(TOOLS[tool](case, work, args))
                 except Exception as exc:  # noqa: BLE001 -- a bug here must not cost the other tools' results
                     rows.append(Row(tool, status=f"benchmark error: {type(exc).__name__}: {exc}"))
             print_table(case, rows)
+            results.append((case, rows))
             sys.stdout.flush()
+        print_summary(results)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -25,6 +25,7 @@ anything: the driver does all the bookkeeping.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import signal
@@ -181,6 +182,9 @@ class Result:
     work_dir: Optional[Path] = None
     repro_path: Optional[Path] = None
     lane: dict = field(default_factory=dict)  # a cheaper lane tried or minified on (driver._cheapest_lane_showing)
+    # Wall seconds per phase: the original's check, trying cheaper lanes, the passes, the
+    # check back on the finding's own lane, the final repro's check (benchmarks/minify.py).
+    phases: dict = field(default_factory=dict)
 
     def report(self) -> dict:
         return {
@@ -194,6 +198,7 @@ class Result:
             "repro_check": self.repro_check,
             "repro": str(self.repro_path) if self.repro_path else None,
             "lane": self.lane,
+            "phases": {name: round(seconds, 1) for name, seconds in self.phases.items()},
         }
 
 
@@ -223,6 +228,7 @@ class Driver:
         self.warm = warm  # run queries on warm servers (minifier/warm_queries.py) rather than cold interpreters
         self.pool: Optional[WarmPool] = None
         self.cheapest_lane_first = cheapest_lane_first
+        self.lanes_tried: dict = {}
         self.lock = threading.Lock()
         self.start = 0.0
 
@@ -277,26 +283,42 @@ class Driver:
     def _minify(self, subject: Subject, passes: list[Pass]) -> Result:
         self.start = time.monotonic()
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.say(f"minify: checking that the original fails ({self.criterion.description}) ...")
+        phases: dict = {}
+        original_outcome = None
         try:
-            original_outcome = self.check(subject)
+            with _timed_into(phases, "cheaper_lanes"):
+                cheaper = self._cheapest_lane_showing(subject)
+            if cheaper is None:
+                described = self.criterion.description
+                with _timed_into(phases, "original"):
+                    original_outcome = self._check_original(subject)
+                if self.criterion.description != described:
+                    # The bug is known by another signature now (a finding an older symfuzz keyed):
+                    # the cheaper lanes may show that one.
+                    with _timed_into(phases, "cheaper_lanes"):
+                        cheaper = self._cheapest_lane_showing(subject)
         except KeyboardInterrupt:
             self._cancel_queries()
             raise
-        self.criterion.calibrate(original_outcome)
-        if not self.criterion.interesting(original_outcome):
-            raise OriginalDoesNotFail(self.criterion.explain(original_outcome))
         result = Result(subject, subject, subject.measure(), subject.measure(), 1, 0.0,
-                        {p.__name__: PassStats() for p in passes}, original_outcome=original_outcome,
-                        work_dir=self.out_dir, repro_path=self.repro_path)
-        self.cache[json.dumps(subject.to_json(), sort_keys=True, default=str)] = True
+                        {p.__name__: PassStats() for p in passes},
+                        original_outcome=original_outcome or cheaper[1], work_dir=self.out_dir,
+                        repro_path=self.repro_path, lane=self.lanes_tried, phases=phases)
+        if original_outcome is not None:
+            self.cache[json.dumps(subject.to_json(), sort_keys=True, default=str)] = True
+        if cheaper is None:
+            self.say(f"minify: the original fails as expected; {_describe(result.before)}")
+        else:
+            result.best = cheaper[0]
+            self.say(f"minify: it fails the same way on {cheaper[0].run_lane_name}: minifying there, with a "
+                     f"final check on {subject.run_lane_name}; {_describe(result.before)}")
         self._save(result)
-        self.say(f"minify: the original fails as expected; {_describe(result.before)}")
         try:
-            result.best = self._cheapest_lane_showing(subject, result)
-            stopped = self._rounds(passes, result)
+            with _timed(result, "passes"):
+                stopped = self._rounds(passes, result)
             if getattr(result.best, "run_lane", None) is not None:
-                stopped = self._back_on_own_lane(subject, passes, result, stopped)
+                with _timed(result, "own_lane_check"):
+                    stopped = self._back_on_own_lane(subject, passes, result, stopped)
             result.stopped = stopped
             return self._finish(result)
         except KeyboardInterrupt:
@@ -321,37 +343,58 @@ class Driver:
 
     # -- the cheapest lane first
 
-    def _cheapest_lane_showing(self, subject: Subject, result: Result) -> Subject:
-        """The subject on the cheapest lane where it fails the same way (``cheaper_variants``,
-        e.g. aot_eager for an Inductor finding whose bug is in Dynamo or AOTAutograd), else itself.
-        A query there skips Inductor's compile, the bulk of a query's time."""
+    def _cheapest_lane_showing(self, subject: Subject) -> Optional[tuple[Subject, QueryOutcome]]:
+        """(the subject on the cheapest lane where it fails the same way, that run), or None.
+
+        ``cheaper_variants`` are e.g. eager and aot_eager for an Inductor finding whose bug is in
+        Dynamo or AOTAutograd. Tried before the original itself: a query there skips Inductor's
+        compile, the bulk of a query's time, and a variant that fails under the finding's own
+        signature shows the bug as well as the original would. The original is checked on its
+        own lane only when no variant fails so; the result is always checked there at the end
+        (``_back_on_own_lane``)."""
+        self.lanes_tried = {}
         if not (self.cheapest_lane_first and self.criterion.lane_free):
-            return subject
+            return None
         for variant in getattr(subject, "cheaper_variants", lambda: [])():
             if self._out_of_time():
                 break
-            if self._interesting(variant):
-                result.lane = {"minified_on": variant.run_lane_name, "tried": result.lane.get("tried", []) +
-                               [variant.run_lane_name]}
-                self.say(f"minify: it fails the same way on {variant.run_lane_name}: minifying there, "
-                         f"with a final check on {subject.run_lane_name}")
-                return variant
-            result.lane.setdefault("tried", []).append(variant.run_lane_name)
-        return subject
+            self.say(f"minify: does it fail the same way on {variant.run_lane_name} ({self.criterion.description})? ...")
+            outcome = self.check(variant)
+            interesting = self.criterion.interesting(outcome)
+            self.cache[json.dumps(variant.to_json(), sort_keys=True, default=str)] = interesting
+            self.lanes_tried.setdefault("tried", []).append(variant.run_lane_name)
+            if interesting:
+                self.lanes_tried["minified_on"] = variant.run_lane_name
+                return variant, outcome
+        return None
+
+    def _check_original(self, subject: Subject) -> QueryOutcome:
+        """Run the original; calibrate the criterion on it; raise unless it fails as required."""
+        self.say(f"minify: checking that the original fails ({self.criterion.description}) ...")
+        outcome = self.check(subject)
+        self.criterion.calibrate(outcome)
+        if not self.criterion.interesting(outcome):
+            raise OriginalDoesNotFail(self.criterion.explain(outcome))
+        return outcome
 
     def _back_on_own_lane(self, original: Subject, passes: list[Pass], result: Result, stopped: str) -> str:
         """Check the result minified on a cheaper lane on the finding's own lane. If it does not
-        fail the same way there, minify again on the own lane, from the original."""
+        fail the same way there, minify again on the own lane, from the original (checked first)."""
         own = result.best.on_own_lane()
         self.say(f"minify: checking the result on {own.run_lane_name} ...")
         if self._interesting(own):
             result.best = own
             result.lane["final_check"] = "same failure"
             return stopped
-        self.say(f"minify: on {own.run_lane_name} it does not fail the same way: minifying again there")
+        self.say(f"minify: on {own.run_lane_name} it does not fail the same way: minifying again there, from the "
+                 "original")
         result.lane["final_check"] = "different: minified again on the finding's lane"
+        outcome = self._check_original(original)
+        self.cache[json.dumps(original.to_json(), sort_keys=True, default=str)] = True
+        result.original_outcome = outcome
         result.best = original
         result.after = original.measure()
+        self._save(result)
         return self._rounds(passes, result)
 
     def _run_pass(self, pass_fn: Pass, result: Result) -> bool:
@@ -448,7 +491,8 @@ class Driver:
     def _finish(self, result: Result, check_repro: bool = True) -> Result:
         if check_repro:
             self.say("minify: checking the final repro in a fresh process ...")
-            result.repro_check = self._check_repro(result.best)
+            with _timed(result, "repro_check"):
+                result.repro_check = self._check_repro(result.best)
             if not result.repro_check["same_bug"]:
                 self.say("minify: the short repro does not show the same failure; repro.py is the full judged script")
         result.after = result.best.measure()
@@ -469,6 +513,19 @@ class Driver:
             same = self.criterion.interesting(outcome)
         return {"fails": fails, "same_bug": bool(same), "short": short, "returncode": outcome.returncode,
                 "seconds": outcome.seconds, "output_tail": outcome.output[-1500:]}
+
+
+@contextlib.contextmanager
+def _timed_into(phases: dict, phase: str):
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[phase] = phases.get(phase, 0.0) + time.monotonic() - began
+
+
+def _timed(result: Result, phase: str):
+    return _timed_into(result.phases, phase)
 
 
 def _plausible(subject: Subject) -> bool:

@@ -1,6 +1,9 @@
 """The minifier's cheapest lane first: a finding whose bug lives in Dynamo is minified on a
 Dynamo-only lane, and the result is checked on the finding's own lane."""
 
+from dataclasses import dataclass, replace
+from typing import Optional
+
 from conftest import planted_env
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import ExprNode, Input, OpNode, Program
@@ -51,3 +54,83 @@ def test_a_dynamo_bug_found_on_inductor_is_minified_on_eager_and_checked_on_indu
     assert result.after["ops"] == 1 and result.after["calls"] == 2, result.after
     assert result.repro_check["same_bug"], result.repro_check
     assert "backend='inductor'" in (tmp_path / "out" / "repro.py").read_text()
+
+
+# Toy subjects (no torch): a set of items; the bug needs 3 and 7 on every lane, and 5 as well on
+# the finding's own lane when ``own_needs`` says so.
+TOY_QUERY = '''
+import json
+items, needs = {items!r}, {needs!r}
+if needs <= items:
+    print("SYMFUZZ-RESULT " + json.dumps({{"ok": False, "symptom": "crash", "signature": "crash-toy"}}))
+else:
+    print("SYMFUZZ-RESULT " + json.dumps({{"ok": True}}))
+'''
+
+
+@dataclass(frozen=True)
+class LaneToy:
+    items: tuple
+    own_needs: frozenset = frozenset({3, 7})
+    cheap_needs: Optional[frozenset] = frozenset({3, 7})  # None: never fails there
+    run_lane: Optional[str] = None
+    kind: str = "toy"
+
+    def to_json(self):
+        return {"items": list(self.items), "lane": self.run_lane}
+
+    def measure(self):
+        return {"nodes": len(self.items)}
+
+    def cost(self):
+        return (len(self.items),)
+
+    def query_script(self):
+        needs = self.own_needs if self.run_lane is None else (self.cheap_needs or {-1})
+        return TOY_QUERY.format(items=set(self.items), needs=set(needs))
+
+    repro_script = query_script
+
+    def cheaper_variants(self):
+        return [replace(self, run_lane="cheap")]
+
+    def on_own_lane(self):
+        return replace(self, run_lane=None)
+
+    @property
+    def run_lane_name(self):
+        return self.run_lane or "own"
+
+
+def drop_one(subject):
+    for i in range(len(subject.items)):
+        yield replace(subject, items=subject.items[:i] + subject.items[i + 1:])
+
+
+def toy_driver(tmp_path, **kwargs):
+    return Driver(SameStoredSignature("crash-toy"), tmp_path / "out", budget=120, query_timeout=60,
+                  progress=lambda message: None, **kwargs)
+
+
+def test_the_cheap_lane_is_tried_first_and_the_result_checked_on_the_own_lane(tmp_path):
+    result = toy_driver(tmp_path).minify(LaneToy((1, 3, 5, 7, 9)), [drop_one])
+    assert result.best == LaneToy((3, 7))  # back on the own lane
+    assert result.lane == {"tried": ["cheap"], "minified_on": "cheap", "final_check": "same failure"}
+    assert "original" not in result.phases  # the cheap run stood in for the original's check
+
+
+def test_a_result_that_does_not_fail_on_the_own_lane_is_minified_again_there(tmp_path):
+    subject = LaneToy((1, 3, 5, 7, 9), own_needs=frozenset({3, 5, 7}))
+    result = toy_driver(tmp_path).minify(subject, [drop_one])
+    assert result.best == LaneToy((3, 5, 7), own_needs=frozenset({3, 5, 7}))
+    assert result.lane["final_check"].startswith("different")
+
+
+def test_without_a_cheap_lane_showing_it_the_original_is_checked_on_its_own_lane(tmp_path):
+    subject = LaneToy((1, 3, 5, 7, 9), cheap_needs=None)
+    result = toy_driver(tmp_path).minify(subject, [drop_one])
+    assert result.best == LaneToy((3, 7), cheap_needs=None)
+    assert result.lane == {"tried": ["cheap"]} and "original" in result.phases
+    # The earlier method (--own-lane-only) never tries the cheap lane.
+    own = toy_driver(tmp_path, cheapest_lane_first=False).minify(LaneToy((1, 3, 5, 7, 9)), [drop_one])
+    assert own.best == LaneToy((3, 7)) and own.lane == {}
