@@ -54,8 +54,9 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
 from symfuzz.oracles.lanes.lane import Lane
 from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdict
 from symfuzz.progress import Progress
+from symfuzz.report import throughput
 from symfuzz.resume import check_out_folder, write_state
-from symfuzz.worker_slot import WorkerSlot
+from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
 
 
 # The shortest --case-timeout accepted: one case compiles its program once per
@@ -67,6 +68,11 @@ CASE_TIMEOUT_FLOOR = 30.0
 CANARY_TIMEOUT = 120.0
 
 CORPUS_PREFIX = "corpus:"  # the index of a replayed corpus case: "corpus:<its digest>"
+
+# More calls per symbolic compile, at new sizes inside its guards (CampaignConfig.reuse_calls):
+# a cached graph runs them without compiling, so each is a check at the cost of two small
+# runs (eager and compiled) while a compile costs a second or more on inductor-cpp.
+REUSE_CALLS = 3
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,13 @@ class CampaignConfig:
     # Continue the campaign already in ``out`` (same seed, the next case indices, stats
     # carried over); without it a folder holding an earlier run is refused.
     resume: bool = False
+    # With guard planning, this many more calls per symbolic compile of the program, at new
+    # sizes inside that compile's guards, after every other call (oracles/lanes/execute.py);
+    # 0: none (the behaviour before they existed).
+    reuse_calls: int = REUSE_CALLS
+    # Worker settings chosen for throughput (worker_slot.THROUGHPUT_ENV), and workers that
+    # warm up while the canary runs; False: neither (the behaviour before them).
+    throughput_settings: bool = True
 
 
 def shard_indices(shard: Optional[tuple[int, int]], max_cases: Optional[int]):
@@ -198,6 +211,7 @@ class Stats:
             c[RECOMPILE_PREFIX + str(name)] += count
         c["rejected_calls"] += msg.get("rejected", 0)
         c["planned_reused"] += msg.get("planned_reused", 0)
+        c["reuse_more_reused"] += msg.get("reuse_more_reused", 0)
         self.planned.update(msg.get("planned", []))
         for verdict in verdicts:
             if verdict.symptom == "over-specialization":
@@ -236,6 +250,9 @@ class Stats:
             "generating": self.seconds["generate"],
             "compiling": self.seconds["compile"],
             "running": self.seconds["run"],
+            # reading the guards and solving for calls with z3, and the rest of a case's
+            # execution around its calls (loading the program, resetting Dynamo)
+            "planning": self.seconds["execute_other"],
             "oracles": self.seconds["oracle"] + self.seconds["confirm"],
         }
         tracked["overhead"] = max(0.0, worker_seconds - sum(tracked.values()))
@@ -276,6 +293,7 @@ class Stats:
                 "coverage": round(c["guard_regions_covered"] / c["guard_regions"], 4) if c["guard_regions"] else 0,
                 "planned_calls": dict(self.planned),
                 "planned_reuse_calls_reused": c["planned_reused"],
+                "reuse_more_calls_reused": c["reuse_more_reused"],
                 "over_specializations": c["over_specializations"],
                 "over_guards": c["over_guards"],
                 "unexplained_recompiles": c["unexplained_recompiles"],
@@ -287,6 +305,8 @@ class Stats:
             "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
             "findings": extra,
             "time_seconds": {k: round(v, 2) for k, v in tracked.items()},
+            "throughput": throughput(c["programs_generated"], c["calls_checked"], c["guard_regions_covered"],
+                                     wall, worker_seconds),
             "time_share": {k: round(v / worker_seconds, 4) if worker_seconds else 0 for k, v in tracked.items()},
             "ops": dict(sorted(self.ops.items())),
             "distinct_ops": len(self.ops),
@@ -301,13 +321,14 @@ class Worker(WorkerSlot):
         self.log = open(self.log_path, "a")
         env = dict(os.environ)
         env.update(config.lane.env)
+        for key, value in throughput_env(config).items():
+            env.setdefault(key, value)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(config.out / "inductor-cache"))
         env["PYTHONHASHSEED"] = "0"
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "symfuzz.worker", "--lane", config.lane.name, "--seed", str(config.seed),
-             "--gen-config", json.dumps(config.gen_config)],
+            [sys.executable, *worker_args(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, bufsize=1,
             # Its own session: a Ctrl-C or SIGTERM sent to the job's process group reaches the
             # campaign, which stops its workers itself, rather than killing workers mid-case and
@@ -660,6 +681,10 @@ class Campaign:
                     self._start_canary(workers)
                     if not any(w.ready for w in workers) and now - start > self.startup_timeout:
                         raise CampaignError(self._never_ready_message(workers))
+                if self.canary is None and cfg.throughput_settings:
+                    for w in workers:  # no worker waits idle for the canary (see WorkerSlot.start_warmup)
+                        if w.ready and not w.busy and not w.warmed:
+                            w.start_warmup()
                 fuzzing = self.fuzz_start is not None
                 accepting = (
                     fuzzing
@@ -921,7 +946,7 @@ class Campaign:
         for w in workers:
             if not w.busy or w.killed_for:
                 continue
-            if now - w.since > (self.canary_limit if w.canary else self.config.case_timeout):
+            if now - w.since > (self.canary_limit if w.canary or w.warming else self.config.case_timeout):
                 w.kill("timeout")
             elif w.rss_mb() > self.config.memory_limit_mb:
                 w.kill("out-of-memory")
@@ -934,6 +959,8 @@ class Campaign:
             worker.ready = True
         elif event == "canary":
             self._canary_done(worker, msg)
+        elif event == "warm":
+            worker.warming = False
         elif event in ("started", "planned"):
             worker.case = msg["case"]  # "planned": guard-directed calls were appended
         elif event == "judged":
@@ -983,6 +1010,9 @@ class Campaign:
                 self._record_health(True)
         elif not worker.ready:
             self._worker_never_ready(worker, code, workers)
+        elif worker.warming:  # the canary decides whether the environment works; this one is replaced
+            self.progress.note(f"a worker ended while warming up ({_death_cause(code)}, "
+                               f"{worker.killed_for or 'not killed'}); starting another")
         worker.close()
         if worker in self.spawned:
             self.spawned.remove(worker)

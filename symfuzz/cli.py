@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from symfuzz.campaign import CASE_TIMEOUT_FLOOR, Campaign, CampaignConfig, CampaignError, Terminated
+from symfuzz.campaign import CASE_TIMEOUT_FLOOR, REUSE_CALLS, Campaign, CampaignConfig, CampaignError, Terminated
 from symfuzz.corpus.atomic import DiskFullError
 from symfuzz.corpus.case_corpus import CorpusError
 from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
@@ -144,6 +144,16 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 
@@ -340,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--quiet", action="store_true", help="no progress output")
     fuzz.add_argument("--no-guard-planning", action="store_true",
                       help="make only the drawn calls (no calls solved from the installed guards)")
+    fuzz.add_argument("--reuse-calls", type=nonnegative_int, default=REUSE_CALLS, metavar="N",
+                      help="with guard planning, N more calls per symbolic compile at new sizes inside its guards: "
+                           f"a cached graph runs them without compiling, each checked against eager (default {REUSE_CALLS}; "
+                           "0: none)")
+    fuzz.add_argument("--no-throughput-settings", action="store_true",
+                      help="workers keep Inductor's default compile settings (a compile subprocess pool each) and wait "
+                           "idle for the canary (the earlier method, for comparison)")
     fuzz.add_argument("--translation-validation", type=share, default=0.02, metavar="RATE",
                       help="share of programs compiled under z3 translation validation (0-1; slow: default 0.02)")
     fuzz.add_argument("--module-rate", type=share, default=None, metavar="RATE",
@@ -621,6 +638,8 @@ def cmd_fuzz(args) -> int:
         executor=args.executor,
         ray_address=args.ray_address,
         resume=args.resume,
+        reuse_calls=args.reuse_calls,
+        throughput_settings=not args.no_throughput_settings,
     )
     try:
         campaign = Campaign(config)  # refuses an --out that holds another run (unless --resume)
@@ -738,6 +757,12 @@ def print_summary(stats: dict, out: Path, gate: dict | None = None) -> None:
     print(f"calls      {c['made']} made, {c['checked']} checked against eager, {c['recompiles']} recompiles")
     print(f"ops        {stats['distinct_ops']} distinct ops exercised")
     print("time       " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
+    rate = stats.get("throughput") or {}
+    if rate:
+        print(f"throughput {rate['programs_per_minute']:.1f} programs/min, "
+              f"{rate['checked_calls_per_cpu_minute']:.1f} checked calls and "
+              f"{rate['guard_regions_per_cpu_minute']:.1f} guard regions covered per CPU-minute, "
+              f"{c.get('checked_per_compile', 0):.2f} checked calls per compile")
     print(f"findings   {f['confirmed']} confirmed in a fresh process, {f['flaky']} flaky, "
           f"{f['unconfirmed']} not yet confirmed, {f['suspect']} suspect (lane artefacts?), {f['duplicates']} duplicates"
           + (f", {f['reported_unconfirmed']} reported without confirmation" if f["reported_unconfirmed"] else ""))

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from symfuzz.corpus.atomic import write_json, write_text
-from symfuzz.report import stats_problem
+from symfuzz.report import stats_problem, throughput
 
 MARKER = "merged.json"
 STORES = ("findings", "flaky", "unconfirmed", "suspect")  # one folder per signature, each
@@ -330,6 +330,7 @@ _SUMMED = {
     "calls": ("made", "checked", "recompiles", "graphs_compiled", "rejected_by_marks", "graphs_compiled_per_call",
               "gradients_checked"),
     "guards": ("programs_with_guards", "regions", "regions_covered", "planned_calls", "planned_reuse_calls_reused",
+               "reuse_more_calls_reused",
                "over_specializations", "over_guards", "unexplained_recompiles", "recompiles_explained",
                "recompiles_unexplained", "recompile_classes"),
 }
@@ -416,6 +417,9 @@ def merge_stats(sources: list[Source], shards: bool, duplicates: int) -> dict:
     total = sum(seconds.values())
     # Each source's shares are of its worker time, which its time_seconds add up to (overhead is the rest).
     take("time_share", {k: round(v / total, 4) if total else 0 for k, v in seconds.items()})
+    # Per CPU-minute of the merged worker time (what time_seconds adds up to), as a campaign computes them.
+    take("throughput", throughput(programs.get("generated", 0), calls.get("checked", 0), guards.get("regions_covered", 0),
+                                  out["wall_seconds"], total))
     take("motifs", dict(sorted(_sum_dicts(s.stats.get("motifs") or {} for s in sources).items())))
     ops = _sum_dicts(s.stats.get("ops") or {} for s in sources)
     take("ops", dict(sorted(ops.items())))

@@ -39,7 +39,7 @@ from typing import Optional
 import ray
 
 from symfuzz.corpus.replay import resident_mb
-from symfuzz.worker_slot import WorkerSlot
+from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
 
 POLL_SECONDS = 0.5  # how long one read_events call waits for the worker to write something
 STDERR_CHUNK = 1 << 20  # at most this much new stderr per reply (more is skipped, with a note)
@@ -165,13 +165,12 @@ class RayWorker(WorkerSlot):
         self.host = None
         failure = connect(config)
         if failure is None:
-            args = ["-m", "symfuzz.worker", "--lane", config.lane.name, "--seed", str(config.seed),
-                    "--gen-config", json.dumps(config.gen_config)]
+            args = worker_args(config)
             if _connection.get("local"):
                 # Our own instance on this machine: exactly the local executor's environment and folder.
                 env, cwd = worker_env(config), os.getcwd()
             else:
-                env, cwd = {**config.lane.env, "PYTHONHASHSEED": "0"}, None
+                env, cwd = {**config.lane.env, **throughput_env(config), "PYTHONHASHSEED": "0"}, None
             self.host = RemoteWorkerHost.remote(args, env, not _connection.get("local"), cwd)
         else:
             self._write_log(failure + "\n")
@@ -271,6 +270,8 @@ def worker_env(config) -> dict:
     """A worker's environment on this machine, as the local executor builds it."""
     env = dict(os.environ)
     env.update(config.lane.env)
+    for key, value in throughput_env(config).items():
+        env.setdefault(key, value)
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(config.out / "inductor-cache"))
     env["PYTHONHASHSEED"] = "0"
     env["PYTHONPATH"] = _ROOT + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else _ROOT

@@ -175,12 +175,13 @@ STATS_TYPES = {
     "programs": dict, "calls": dict, "guards": dict, "ops": dict, "time_seconds": dict, "time_share": dict,
     "findings": dict, "replay": dict, "health": dict, "environment": dict, "canary": dict, "shard": dict,
     "lane": (str, list), "seed": (int, list), "seeds": list, "jobs": int, "max_cases": int,
-    "distinct_ops": int, "indices": list, "executor": str, "motifs": dict,
+    "distinct_ops": int, "indices": list, "executor": str, "motifs": dict, "throughput": dict,
     "wall_seconds": _NUMBER, "wall_seconds_total": _NUMBER, "budget_seconds": _NUMBER,
 }
 # Inside a section: the values are counts (numbers) unless named here; None: any value.
 SECTION_TYPES = {
     "programs": ({}, _NUMBER), "ops": ({}, _NUMBER), "time_seconds": ({}, _NUMBER), "time_share": ({}, _NUMBER),
+    "throughput": ({}, _NUMBER),
     "calls": ({"graphs_compiled_per_call": dict}, _NUMBER),
     "guards": ({"planned_calls": dict, "recompile_classes": dict}, _NUMBER),
     "findings": ({"signatures": list, "minified": dict, "interrupted": bool, "interrupted_by": str}, _NUMBER),
@@ -189,6 +190,21 @@ SECTION_TYPES = {
 }
 LIST_ITEMS = {"findings.signatures": str, "replay.signatures": str, "health.problems": str,
               "health.internal_error_causes": dict, "indices": (int, str), "seeds": int}
+
+
+def throughput(programs: int, checked: int, regions_covered: int, wall: float, worker_seconds: float) -> dict:
+    """stats.json "throughput": programs per minute of wall time, and checked calls and
+    guard regions covered per CPU-minute. A CPU-minute is a minute of one worker slot
+    (each worker holds one CPU for the whole wall time, idle or not; fresh-process
+    confirmations add theirs): the same worker time "time_seconds" divides up, so the
+    campaign and ``symfuzz merge`` (from the merged sums) compute them alike."""
+    cpu_minutes = worker_seconds / 60
+    return {
+        "programs_per_minute": round(programs / (wall / 60), 3) if wall > 0 else 0,
+        "cpu_minutes": round(cpu_minutes, 3),
+        "checked_calls_per_cpu_minute": round(checked / cpu_minutes, 3) if cpu_minutes > 0 else 0,
+        "guard_regions_per_cpu_minute": round(regions_covered / cpu_minutes, 3) if cpu_minutes > 0 else 0,
+    }
 
 
 def _wrong_type(value, kind) -> bool:

@@ -1,7 +1,7 @@
 """A warm worker process: generates, runs and judges cases on one lane.
 
 Protocol: one JSON object per line. The campaign writes ``{"index": i}``
-(or ``{"canary": true}``, see ``symfuzz.canary``) on stdin; the worker answers
+(or ``{"canary": true}``, see ``symfuzz.canary``, or ``{"warmup": true}``) on stdin; the worker answers
 on its protocol stream (the original stdout; anything torch prints goes to
 stderr instead):
 
@@ -9,6 +9,7 @@ stderr instead):
     {"event": "started", "index": i, "case": {...}}   before anything can crash
     {"event": "result", "index": i, ...}
     {"event": "canary", ...}                          a result, or {"internal_error": ...}
+    {"event": "warm", ...}                            after {"warmup": true}: the canary program ran again
 
 Because "started" carries the whole case, a segfault, hang or OOM while the
 case runs loses nothing: the campaign records the case as a finding.
@@ -31,21 +32,22 @@ from symfuzz.fuzz.drawing import generate
 from symfuzz.oracles.lanes.lane import get_lane, prepare_process
 
 
-def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=True) -> dict:
+def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=True, reuse_calls=0) -> dict:
     """Execute, judge and (on failure) triage one case; returns the result message body.
 
     With ``plan``, guard-directed calls are added after the drawn ones
-    (``oracles.lanes.guards``); ``on_plan(case)`` hears the extended case before
-    they run, and the result carries it as ``case``.
+    (``oracles.lanes.guards``), and ``reuse_calls`` more per symbolic compile inside
+    its guards (``oracles.lanes.execute``); ``on_plan(case)`` hears the extended case
+    before they run, and the result carries it as ``case``.
     """
     # deferred: these import torch, which waits until prepare_process has set the lane's environment
     from symfuzz.fuzz import script_runtime
-    from symfuzz.oracles.lanes.execute import execute
+    from symfuzz.oracles.lanes.execute import REUSE_PURPOSE, execute
     from symfuzz.oracles.registry import judge
     from symfuzz.oracles.triage import triage
 
     t0 = time.perf_counter()
-    run = execute(case, lane, plan=plan, on_plan=on_plan)
+    run = execute(case, lane, plan=plan, on_plan=on_plan, reuse_calls=reuse_calls)
     case = run.case or case
     t1 = time.perf_counter()
     verdicts = judge(case, run, oracle_names)
@@ -85,6 +87,8 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         "guards": {k: v for k, v in run.guards.items() if k != "guards"},
         "planned": [c.purpose.split(":")[0] for c in calls if c.purpose != "drawn"],
         "planned_reused": sum(1 for c in calls if c.expect_reuse and c.graphs == 0),
+        # The extra calls inside a compile's guards (execute.REUSE_PURPOSE) that ran a cached graph.
+        "reuse_more_reused": sum(1 for c in calls if c.purpose.startswith(REUSE_PURPOSE) and c.graphs == 0),
         "rejected": sum(1 for c in calls if "error" in c.compiled and "error" not in c.eager
                         and script_runtime.rejection(c.compiled["error"], run.context) == "rejected"),
         "first_errors": _first_errors(calls),
@@ -141,7 +145,7 @@ def run_canary(lane) -> dict:
     return {**result, "event": "canary", "total_seconds": time.perf_counter() - t0}
 
 
-def run_generated(index, seed: int, config, lane, send, stored=None) -> None:
+def run_generated(index, seed: int, config, lane, send, stored=None, reuse_calls=0) -> None:
     """Generate case ``index`` (or take the ``stored`` case JSON of a corpus replay, its
     guard-directed calls planned again), run it, and send its "started" and "result" events."""
     t0 = time.perf_counter()
@@ -157,7 +161,7 @@ def run_generated(index, seed: int, config, lane, send, stored=None) -> None:
     try:
         result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}),
                           on_plan=lambda c: send({"event": "planned", "index": index, "case": c.to_json()}),
-                          plan=config.guard_planning)
+                          plan=config.guard_planning, reuse_calls=reuse_calls)
     except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
         send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
         return
@@ -172,6 +176,8 @@ def main(argv=None) -> int:
     parser.add_argument("--lane", required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--gen-config", default="{}")
+    parser.add_argument("--reuse-calls", type=int, default=0,
+                        help="more calls per symbolic compile, inside its guards (CampaignConfig.reuse_calls)")
     args = parser.parse_args(argv)
 
     # Keep the protocol stream clean: whatever torch prints goes to stderr.
@@ -199,8 +205,12 @@ def main(argv=None) -> int:
         request = json.loads(line)
         if request.get("canary"):
             send(run_canary(lane))
+        elif request.get("warmup"):  # the canary program again, its result unused (WorkerSlot.start_warmup)
+            t0 = time.perf_counter()
+            warm = run_canary(lane)
+            send({"event": "warm", "ok": "internal_error" not in warm, "total_seconds": time.perf_counter() - t0})
         else:
-            run_generated(request["index"], args.seed, config, lane, send, request.get("case"))
+            run_generated(request["index"], args.seed, config, lane, send, request.get("case"), args.reuse_calls)
     return 0
 
 

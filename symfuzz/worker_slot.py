@@ -8,10 +8,38 @@ what is in flight, and the requests themselves, are here once.
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 from pathlib import Path
 from typing import Optional
+
+# Worker settings chosen for throughput (``CampaignConfig.throughput_settings``). Each
+# one changes how fast a worker compiles, never what it compiles or what the oracles
+# compare; the lanes' own settings (``oracles/lanes/lane.py``: no FX graph or autograd
+# cache, precision casts emulated) stay as they are. A value already in the
+# environment wins.
+THROUGHPUT_ENV = {
+    # Compile in the worker itself, one kernel at a time. By default Inductor starts a
+    # pool of compile subprocesses, one per core, in every worker: with one worker per
+    # core already (--jobs), the pools only compete with the other workers for the same
+    # cores, cost a start-up and memory per worker, and add a round trip per kernel to
+    # programs that have one to three kernels. Inductor generates the same code and
+    # calls the C++ compiler with the same flags; only the process that runs it differs
+    # (the minifier's graph repros set the same, corpus/scripts.py).
+    "TORCHINDUCTOR_COMPILE_THREADS": "1",
+}
+
+
+def worker_args(config) -> list[str]:
+    """The ``python -m symfuzz.worker`` arguments of a campaign's workers, whichever executor."""
+    return ["-m", "symfuzz.worker", "--lane", config.lane.name, "--seed", str(config.seed),
+            "--gen-config", json.dumps(config.gen_config), "--reuse-calls", str(config.reuse_calls)]
+
+
+def throughput_env(config) -> dict:
+    """``THROUGHPUT_ENV`` when the campaign asks for it, else nothing."""
+    return dict(THROUGHPUT_ENV) if config.throughput_settings else {}
 
 
 class WorkerSlot:
@@ -27,6 +55,8 @@ class WorkerSlot:
         self.since = 0.0
         self.ready = False
         self.canary = False  # the canary is in flight
+        self.warming = False  # a warm-up run of the canary program is in flight (``start_warmup``)
+        self.warmed = False  # it was sent one (once is enough)
         self.killed_for: Optional[str] = None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -52,9 +82,20 @@ class WorkerSlot:
         self.canary = False  # never sent: its end-of-stream event says why it is gone
         return False
 
+    def start_warmup(self) -> bool:
+        """While another worker runs the canary, run the canary program here too, its
+        result unused: the first compile of a fresh worker pays for imports and a cold
+        C++ toolchain, and would otherwise do so inside the budget, in this worker's
+        first case, after it waited idle for the canary. False if the worker is gone."""
+        self.warming, self.warmed, self.since = True, True, time.monotonic()
+        if self._send({"warmup": True}):
+            return True
+        self.warming = False
+        return False
+
     @property
     def busy(self) -> bool:
-        return self.index is not None or self.canary
+        return self.index is not None or self.canary or self.warming
 
     @property
     def log_path(self) -> Path:

@@ -20,7 +20,7 @@ from symfuzz.fuzz.ir import PRELUDE
 from symfuzz.fuzz.module_runtime import ModuleSide
 from symfuzz.fuzz.schedule import demands_specialization
 from symfuzz.oracles.lanes.guards import (INT_LOW, MAX_SIZE, MODERATE, build_model, model_shapes, over_guards, plan_calls,
-                                          recording_backend)
+                                          plan_reuse, recording_backend)
 from symfuzz.oracles.lanes.lane import Lane, config_patch
 from symfuzz.oracles.lanes.recompile_reasons import EXPLAINED, RecompileWatch, guard_verdicts
 from symfuzz.oracles.lanes.export_runner import LaneRejectedCall
@@ -121,12 +121,25 @@ def _marks_cover_tied_dims(case) -> bool:
     return True
 
 
-def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = None) -> Run:
+# The most compiles whose guards get ``reuse_calls`` more calls each (the drawn calls'
+# compile, then the newest): a case that recompiled many times has spent its time
+# compiling already.
+REUSE_MODELS = 4
+REUSE_PURPOSE = "reuse-more"
+
+
+def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = None, reuse_calls: int = 0) -> Run:
     """Compile ``case``'s program on ``lane`` and make every call of its schedule.
 
     With ``plan``, guard-directed calls (``oracles.lanes.guards.plan_calls``) are
     appended after the schedule's own calls; ``on_plan(extended_case)`` is
     told before they run, so a crash during them loses nothing.
+
+    With ``plan`` and ``reuse_calls`` N > 0, after those, N more calls per symbolic
+    compile of the program's frame (drawn or planned calls; at most
+    ``REUSE_MODELS``), each at new sizes inside that compile's guards: a cached
+    graph takes them without compiling, so they are cheap checks (``_plan_more_reuse``).
+    They come last, so the calls before them, and their verdicts, are as without them.
     """
     fn = load_program(case, lane.device)
     torch._dynamo.reset()
@@ -174,6 +187,16 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
                     more = [c.to_json() for c, _ in planned]
                     records += script_runtime.run_schedule(fn, compiled_fn, more, lane.device, on_call=account,
                                                        before_call=before_call, start=len(calls))
+            if plan and reuse_calls > 0 and recorder is not None:
+                more = _plan_more_reuse(recorder, case, fn, lane, model, reuse_calls)
+                if more:
+                    planned += more
+                    start = len(case.schedule.calls)
+                    case = replace(case, schedule=replace(case.schedule, calls=case.schedule.calls + tuple(c for c, _ in more)))
+                    if on_plan is not None:
+                        on_plan(case)
+                    records += script_runtime.run_schedule(fn, compiled_fn, [c.to_json() for c, _ in more], lane.device,
+                                                           on_call=account, before_call=before_call, start=start)
             if model is not None:
                 _cover(guard_info, model, case, records)
     finally:
@@ -276,6 +299,64 @@ def _plan(model, case):
         args = tuple(_planned_arg(spec, shape) for spec, shape in zip(template.args, planned.shapes))
         out.append((Call(args, {"planned": planned.purpose}, template.training), planned))
     return out
+
+
+def _plan_more_reuse(recorder, case, fn, lane: Lane, latest, count: int) -> list:
+    """``count`` more calls per symbolic compile of the program's own frame (at most
+    ``REUSE_MODELS``: the one ``latest`` was read from, then the newest), each at new sizes inside that compile's guards, as (Call,
+    PlannedCall) pairs. Derived from the case and its compiles alone (z3 under resource
+    limits): no draws.
+
+    A size eager rejects is dropped before it is called: these calls check what the
+    compiled graph computes where it must be right, not validity (the planned
+    "invalid" call does that). Each is checked against eager like any other call. Only
+    the calls inside the guards of ``latest`` (the model the other planned calls came
+    from, whose compiling call the excess-recompile oracle compares with) promise
+    reuse; those of older graphs are judged by the other oracles (a cached graph's
+    guard manager is asked before each call all the same).
+    """
+    own_frame = recorder.compiles[0].frame_id if recorder.compiles else None
+    calls = case.schedule.calls
+    records = [r for r in reversed(recorder.compiles)
+               if r.symbolic and r.frame_id == own_frame and r.call_index < len(calls)]
+    # The compile of the drawn calls first (its sizes are the program's own), then the newest.
+    records.sort(key=lambda r: latest is None or r.call_index != latest.call_index)
+    previous = [model_shapes(call) for call in calls]
+    bounds = _int_bounds(case)
+    out = []
+    for record in records[:REUSE_MODELS]:
+        template = calls[record.call_index]
+        promises = latest is not None and record.call_index == latest.call_index
+        if promises:
+            model = latest  # read already (z3 is the cost here)
+        else:
+            try:
+                model = build_model(record.shape_env, case.program.inputs, model_shapes(template))
+            except Exception:  # noqa: BLE001 - guards we cannot read: no calls from them
+                continue
+            if model is None or not model.guards:
+                continue
+            model.call_index, model.int_bounds = record.call_index, bounds
+        label = f"{REUSE_PURPOSE}: graph of call {record.call_index}"
+        for planned in plan_reuse(model, previous, count, label):
+            previous.append(planned.shapes)  # the next compile's calls differ from these too
+            args = tuple(_planned_arg(spec, shape) for spec, shape in zip(template.args, planned.shapes))
+            call = Call(args, {"planned": planned.purpose}, template.training)
+            if not _eager_accepts(fn, call, lane.device, len(calls) + len(out)):
+                continue
+            out.append((call, replace(planned, expect_reuse=planned.expect_reuse and promises)))
+    return out
+
+
+def _eager_accepts(fn, call, device: str, index: int) -> bool:
+    """Does eager run ``call`` without raising? A module program's eager side is asked
+    through a copy in its current state, so that its own state does not move."""
+    record = call.to_json()
+    side = fn
+    if isinstance(fn, ModuleSide):
+        side = ModuleSide(fn.model_class, None, fn.step, fn.device, fn.state())
+        side.begin_call(index, record)
+    return "error" not in script_runtime.run_call(side, script_runtime.make_args(record, device))
 
 
 def _int_bounds(case) -> dict:

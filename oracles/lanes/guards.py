@@ -438,3 +438,38 @@ def plan_calls(model: GuardModel, previous: list[list[tuple[int, ...]]], budget:
             take("boundary", valid + [item.relation == k], f"boundary: {item.text} at {k:+d}")
     take("reuse", valid + everything, "reuse")
     return planned
+
+
+def plan_reuse(model: GuardModel, previous: list[list[tuple[int, ...]]], count: int, label: str = "reuse") -> list[PlannedCall]:
+    """Up to ``count`` more sizes inside every guard of ``model`` (and the program's own
+    validity), each new: none equals a shape in ``previous`` or an earlier one of these.
+
+    A call at such sizes runs the cached graph without compiling, so it is the cheapest
+    check there is: every one is judged against eager like any other call. Moderate sizes
+    come first (readable repros, fast runs); the answers depend only on the model and
+    ``previous`` (z3 under resource limits), so they are a function of the case.
+    """
+    if count <= 0:
+        return []
+    constraints = [i.expr for i in model.validity] + [i.expr for i in model.guards]
+    seen = [tuple(map(tuple, p)) for p in previous]
+    planned: list[PlannedCall] = []
+    while len(planned) < count:
+        shapes = None
+        for moderate in (True, False):
+            solver = model.solver()
+            solver.add(*constraints)
+            if moderate:
+                solver.add(*[var <= MODERATE for var in model.dims.values()])
+            for old in seen:
+                solver.add(z3.Or(*[var != old[a][d] for (a, d), var in model.dims.items()]) if model.dims else z3.BoolVal(False))
+            if solver.check() == z3.sat:
+                shapes = model.shapes_of(solver.model())
+                break
+        if shapes is None:
+            break  # no other sizes inside these guards (e.g. every dim is static)
+        region = model.region_of(shapes)
+        expect = all(region) and model.valid(shapes) and not model.untranslated
+        planned.append(PlannedCall(shapes, label, expect, region))
+        seen.append(tuple(shapes))
+    return planned
