@@ -8,31 +8,42 @@ hides: dtype and value classes, argument kinds, devices, layouts, broadcasting,
 an undeclared write), and the correct ops of tests/opcheck_ops/correct.py and
 sweep_ok.py (correct twins of the sweep bugs, and forward-only ops: no gradient
 formula on purpose). Each op has exactly one sample in its module's
-``SAMPLES``: the one ordinary sample an author would write. Both
-tools get that sample and nothing else, in one process, one after the other:
+``SAMPLES``: the one ordinary sample an author would write. Every tool gets
+that sample and nothing else, in one process, one after the other:
 
 - **torch**: ``torch.library.opcheck(op, args, kwargs, raise_exception=False)``
   with its default test_utils (test_schema, test_autograd_registration,
   test_faketensor, test_aot_dispatch_dynamic); it checks the sample as given.
-- **symfuzz**: ``opcheck.check(op, [(args, kwargs)], budget=--budget,
-  seed=--seed)`` with every check; it checks the sample and then sweeps shapes,
-  layouts and dtypes generated from it, within the budget.
+- **symfuzz**, ``opcheck.check(op, [(args, kwargs)], budget=--budget,
+  seed=--seed)`` with every check, in three modes (``MODES``; --modes picks):
+  - **old**: the method before issue 17 (``_legacy=True``): every edge
+    variant and every random one, until the variants or the budget run out;
+  - **full**: the default: a check skips an edge variant that brings it no
+    new information (dtype class, layout, value class, size class, size
+    relation, guard: ``opcheck.variants.info_key``) and stops drawing random
+    ones after a few in a row bring none; the Inductor compile is shared by
+    the op's inputs;
+  - **quick**: ``quick=True`` (``--quick``): the edge variants only, AOT
+    dispatch on the sample only, no Inductor compile.
+  smooth's bug is a missing gradient formula, a failure only where autograd
+  is required: symfuzz gets ``require_autograd=True`` there (as the quality test).
 
 Each tool gets its own deep copy of the sample (some ops mutate their input),
 and torch's opcheck runs first on every op. Times are wall-clock seconds
 (time.perf_counter) around each call. The first check in a process pays a
 one-off warm-up (lazy imports, fake-tensor and AOTAutograd set-up; for symfuzz
 also Dynamo, Inductor and its C++ toolchain), which would land on whichever
-tool ran first on the first op; so before anything is timed, both tools run
+tool ran first on the first op; so before anything is timed, every tool runs
 once, untimed, on a throwaway trivial custom op defined here
 (``symfuzz_bench::warm_up``), and no op's time includes that warm-up.
-symfuzz compiles with Inductor (torch's opcheck does not); it gets a fresh,
-empty Inductor cache (TORCHINDUCTOR_CACHE_DIR, deleted at the end), so its
-times are those of an op compiled for the first time, whatever earlier runs
-left in the shared cache; --keep-cache uses the environment's cache instead.
+symfuzz compiles with Inductor (torch's opcheck does not); each symfuzz mode
+gets a fresh, empty Inductor cache on every op (on disk and in memory:
+torch._inductor.utils.fresh_cache), so its times are those of an op compiled
+for the first time, whatever earlier runs or an earlier mode compiled;
+--keep-cache uses the environment's cache instead.
 
-    python benchmarks/opcheck.py                      # every op, symfuzz budget 60s per op
-    python benchmarks/opcheck.py --ops half_cols,scaled_add --budget 20
+    python benchmarks/opcheck.py                      # every op and mode, symfuzz budget 60s per op
+    python benchmarks/opcheck.py --ops half_cols,scaled_add --modes full,quick
     python benchmarks/opcheck.py --json /tmp/opcheck-bench.json
 
 Columns:
@@ -40,25 +51,29 @@ Columns:
 - op: the op's name (``symfuzz_buggy::<op>`` or ``symfuzz_ok::<op>``).
 - planted bug: the op's bug class, short (from its docstring), or
   "none (correct)" for the ops of correct.py.
-- torch.library.opcheck: the test_utils that failed on the sample ("-": none).
-- symfuzz: ``check[kind]`` for each failure symfuzz reported ("-": none);
-  "error: ..." if it could not check the op at all.
-- torch s / symfuzz s: wall seconds of each tool on the op. symfuzz's is
-  bounded by --budget (plus the check in progress when it runs out); a check
-  that finds nothing more to try stops early.
-- note: MISSED when symfuzz flags nothing on a buggy op, FALSE ALARM when it
-  flags a correct op, CRASH when a tool raised (see stderr).
+- torch.library.opcheck flags: the test_utils that failed on the sample ("-": none).
+- symfuzz flags (full): ``check[kind]`` for each failure the full mode
+  reported ("-": none); "error: ..." if it could not check the op at all.
+- torch s, old s, full s, quick s: wall seconds of each tool on the op.
+- note: "<mode> MISSED" when a mode flags nothing on a buggy op, "<mode>: not
+  by <check>" when it flags it but not with the check meant for the bug,
+  "<mode> FALSE ALARM" when it flags a correct op, CRASH when a tool raised
+  (see stderr).
 
-The totals say how many of the planted bugs each tool flagged (any failure
-on a buggy op counts; the table shows which checks), how many symfuzz caught
-with the check meant for the bug (sweep_bugs.EXPECTED), how many of the correct
-ops each flagged (false alarms), the total seconds of each and the ratio
-symfuzz/torch. The exit code is 0 unless a tool or the benchmark itself crashed (1).
+Then, per tool: total seconds, seconds per op, the ratio to torch's total, the
+planted bugs flagged (by any check), those caught by the check and kind meant
+for each (``MEANT``, sweep_bugs.EXPECTED), and false alarms on the correct ops.
+Last, the time of each phase (each check; "(other)": building the samples'
+templates and asking whether the op is differentiable) per mode, all ops
+together: seconds, its share of that mode's total, the inputs it judged and
+the edge variants it skipped as bringing nothing new.
+The exit code is 0 unless a tool or the benchmark itself crashed (1).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -101,26 +116,66 @@ BUG_LABELS = {
 CORRECT_LABEL = "none (correct)"
 
 
+# The three ways symfuzz runs, each timed on every op (--modes picks some):
+# the method before issue 17 (every edge and random variant, no early stop, no
+# compile shared), today's default, and --quick.
+MODES = {
+    "old": {"_legacy": True},
+    "full": {},
+    "quick": {"quick": True},
+}
+
+# The check and kind meant for each planted bug of buggy.py (as tests/test_quality_opcheck.EXPECTED);
+# the sweep bugs' are sweep_bugs.EXPECTED.
+MEANT = {
+    "half_cols": ("faketensor", "wrong-shape"),
+    "scale2": ("faketensor", "wrong-strides"),
+    "soft_gate": ("faketensor", "wrong-dtype"),
+    "row_sum": ("symbolic_fake", "specializes"),
+    "positives": ("symbolic_fake", "data-dependent-size-not-unbacked"),
+    "add_one": ("schema", "undeclared-mutation"),
+    "flat": ("schema", "undeclared-alias"),
+    "cube": ("gradient", "wrong-gradient"),
+    "smooth": ("autograd_registration", "missing-autograd"),
+    "peek": ("faketensor", "fake-reads-data"),
+}
+# A missing gradient formula is a failure only where the author requires autograd
+# (as the quality test does for smooth): symfuzz gets require_autograd=True there.
+REQUIRES_AUTOGRAD = {"smooth"}
+
+
+@dataclass
+class SymfuzzRun:
+    """One symfuzz mode on one op."""
+
+    flags: list[str] = field(default_factory=list)  # "check[kind]"
+    failures: list[dict] = field(default_factory=list)  # check, kind, input, shrunk, message
+    statuses: dict[str, str] = field(default_factory=dict)  # check -> passed/failed/skipped
+    check_seconds: dict[str, float] = field(default_factory=dict)  # check -> its seconds on this op
+    inputs: dict[str, list[int]] = field(default_factory=dict)  # check -> [tried, rejected, skipped]
+    error: str = ""  # Report.error: the op could not be checked
+    seconds: float | None = None
+    crash: str = ""
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.flags)
+
+    def caught_by(self, meant) -> bool:
+        return meant is not None and any((f["check"], f["kind"]) == tuple(meant) for f in self.failures)
+
+
 @dataclass
 class Row:
     op: str
     bug: str
     buggy: bool
+    meant: tuple | None = None  # (check, kind) meant to catch the planted bug
     torch_flags: list[str] = field(default_factory=list)  # failing test_utils
     torch_messages: dict[str, str] = field(default_factory=dict)  # test_util -> first line of its exception
     torch_seconds: float | None = None
     torch_crash: str = ""
-    symfuzz_flags: list[str] = field(default_factory=list)  # "check[kind]"
-    symfuzz_failures: list[dict] = field(default_factory=list)  # check, kind, input, shrunk, message
-    symfuzz_statuses: dict[str, str] = field(default_factory=dict)  # check -> passed/failed/skipped
-    symfuzz_check_seconds: dict[str, float] = field(default_factory=dict)  # check -> its seconds on this op
-    symfuzz_error: str = ""  # Report.error: the op could not be checked
-    symfuzz_seconds: float | None = None
-    symfuzz_crash: str = ""
-
-    @property
-    def symfuzz_flagged(self) -> bool:
-        return bool(self.symfuzz_flags)
+    symfuzz: dict[str, SymfuzzRun] = field(default_factory=dict)  # mode -> its run
 
     @property
     def torch_flagged(self) -> bool:
@@ -128,12 +183,15 @@ class Row:
 
     def note(self) -> str:
         notes = []
-        if self.torch_crash or self.symfuzz_crash:
+        if self.torch_crash or any(run.crash for run in self.symfuzz.values()):
             notes.append("CRASH")
-        elif self.buggy and not self.symfuzz_flagged:
-            notes.append("MISSED")
-        elif not self.buggy and self.symfuzz_flagged:
-            notes.append("FALSE ALARM")
+        for mode, run in self.symfuzz.items():
+            if self.buggy and not run.flagged:
+                notes.append(f"{mode} MISSED")
+            elif self.buggy and self.meant and not run.caught_by(self.meant):
+                notes.append(f"{mode}: not by {self.meant[0]}")
+            elif not self.buggy and run.flagged:
+                notes.append(f"{mode} FALSE ALARM")
         return ", ".join(notes)
 
 
@@ -153,16 +211,18 @@ def quiet_warnings() -> None:
 # ------------------------------------------------------------------ the ops
 
 
-def all_ops() -> dict[str, tuple[object, tuple, str, bool]]:
-    """name -> (OpOverload, (args, kwargs), bug label, is buggy), buggy ops first."""
+def all_ops() -> dict[str, tuple[object, tuple, str, bool, tuple | None]]:
+    """name -> (OpOverload, (args, kwargs), bug label, is buggy, (check, kind) meant for its bug), buggy ops first."""
     ops = {}
     for module in (buggy, sweep_bugs):
         for name, op in module.OPS.items():
-            ops[name] = (op, module.SAMPLES[name], BUG_LABELS.get(name) or docstring_bug(module, name), True)
+            meant = MEANT.get(name) or sweep_bugs.EXPECTED.get(name, (None, None))[:2]
+            ops[name] = (op, module.SAMPLES[name], BUG_LABELS.get(name) or docstring_bug(module, name), True,
+                         tuple(meant) if meant[0] else None)
     for module in (correct, sweep_ok):
         for name, op in module.OPS.items():
             label = "none (forward-only)" if name in getattr(module, "FORWARD_ONLY", ()) else CORRECT_LABEL
-            ops[name] = (op, module.SAMPLES[name], label, False)
+            ops[name] = (op, module.SAMPLES[name], label, False, None)
     return ops
 
 
@@ -209,95 +269,137 @@ def run_torch(op, sample, row: Row) -> None:
             row.torch_messages[test_util] = first_line(outcome)
 
 
-def run_symfuzz(op, sample, row: Row, budget: float, seed: int) -> None:
+def fresh_inductor_cache(keep: bool):
+    """Each symfuzz mode compiles every op as for the first time: an empty Inductor cache
+    on disk and in memory, or a later mode would reuse the kernels an earlier one built."""
+    if keep:
+        return contextlib.nullcontext()
+    # private torch API, looked up at use (this script's torch only)
+    from torch._inductor.utils import fresh_cache
+
+    return fresh_cache()
+
+
+def run_symfuzz(op, sample, row: Row, mode: str, budget: float, seed: int, keep_cache: bool = False) -> None:
+    run = row.symfuzz[mode] = SymfuzzRun()
     args, kwargs = copy.deepcopy(sample)
-    start = time.perf_counter()
-    try:
-        report = opcheck.check(op, [(args, kwargs)], budget=budget, seed=seed)
-    except Exception as exc:  # noqa: BLE001
-        row.symfuzz_seconds = time.perf_counter() - start
-        row.symfuzz_crash = first_line(exc)
-        print(f"[{row.op}] opcheck.check crashed:\n{traceback.format_exc()}", file=sys.stderr)
-        return
-    row.symfuzz_seconds = time.perf_counter() - start
-    row.symfuzz_error = report.error
+    with fresh_inductor_cache(keep_cache):
+        start = time.perf_counter()
+        try:
+            report = opcheck.check(op, [(args, kwargs)], budget=budget, seed=seed,
+                                   require_autograd=row.op in REQUIRES_AUTOGRAD, **MODES[mode])
+        except Exception as exc:  # noqa: BLE001
+            run.seconds = time.perf_counter() - start
+            run.crash = first_line(exc)
+            print(f"[{row.op}] opcheck.check ({mode}) crashed:\n{traceback.format_exc()}", file=sys.stderr)
+            return
+        run.seconds = time.perf_counter() - start
+    run.error = report.error
     for name, result in report.results.items():
-        row.symfuzz_statuses[name] = result.status
-        row.symfuzz_check_seconds[name] = result.seconds
+        run.statuses[name] = result.status
+        run.check_seconds[name] = result.seconds
+        run.inputs[name] = [result.inputs_tried, result.inputs_rejected, result.inputs_skipped]
         if result.status != "failed":
             continue
         if not result.failures:
-            row.symfuzz_flags.append(name)
+            run.flags.append(name)
         for f in result.failures:
-            row.symfuzz_flags.append(f"{name}[{f.kind}]")
-            row.symfuzz_failures.append({"check": name, "kind": f.kind, "input": f.input, "shrunk": f.shrunk,
-                                         "message": first_line(f.message)})
+            run.flags.append(f"{name}[{f.kind}]")
+            run.failures.append({"check": name, "kind": f.kind, "input": f.input, "shrunk": f.shrunk,
+                                 "message": first_line(f.message)})
 
 
-def warm_up_both(budget: float, seed: int) -> str:
-    """Run both tools once, untimed, on the trivial op; '' or what crashed."""
+def warm_up_all(modes, budget: float, seed: int) -> str:
+    """Run every tool once, untimed, on the trivial op; '' or what crashed."""
     sample = ((torch.randn(4, 8),), {})
-    problems = []
     row = Row("warm_up", CORRECT_LABEL, False)
     run_torch(torch.ops.symfuzz_bench.warm_up.default, sample, row)
-    run_symfuzz(torch.ops.symfuzz_bench.warm_up.default, sample, row, budget, seed)
-    if row.torch_crash or row.symfuzz_crash:
-        problems.append(f"warm-up crashed: {row.torch_crash or row.symfuzz_crash}")
-    if row.torch_flags or row.symfuzz_flags:
+    for mode in modes:
+        run_symfuzz(torch.ops.symfuzz_bench.warm_up.default, sample, row, mode, budget, seed)
+    crashes = [c for c in [row.torch_crash] + [r.crash for r in row.symfuzz.values()] if c]
+    if row.torch_flags or any(r.flags for r in row.symfuzz.values()):
         # Not fatal, but the warm-up op is correct: say so.
-        print(f"warning: the warm-up op was flagged: torch {row.torch_flags}, symfuzz {row.symfuzz_flags}",
-              file=sys.stderr)
-    return "; ".join(problems)
+        print(f"warning: the warm-up op was flagged: torch {row.torch_flags}, symfuzz "
+              f"{ {m: r.flags for m, r in row.symfuzz.items()} }", file=sys.stderr)
+    return f"warm-up crashed: {crashes[0]}" if crashes else ""
 
 
 # ------------------------------------------------------------------ output
 
 
 def seconds(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}"
+    return "—" if value is None else f"{value:.2f}"
 
 
-def print_table(rows: list[Row]) -> None:
-    header = ["op", "planted bug", "torch.library.opcheck flags", "symfuzz flags", "torch s", "symfuzz s", "note"]
+def print_table(rows: list[Row], modes: list[str]) -> None:
+    shown = "full" if "full" in modes else modes[0]
+    header = ["op", "planted bug", "torch.library.opcheck flags", f"symfuzz flags ({shown})", "torch s",
+              *[f"{m} s" for m in modes], "note"]
     table = [header]
     for r in rows:
         torch_cell = f"crash: {r.torch_crash}" if r.torch_crash else (", ".join(r.torch_flags) or "-")
-        if r.symfuzz_crash:
-            sym_cell = f"crash: {r.symfuzz_crash}"
-        elif r.symfuzz_error:
-            sym_cell = f"error: {r.symfuzz_error}"
+        run = r.symfuzz[shown]
+        if run.crash:
+            sym_cell = f"crash: {run.crash}"
+        elif run.error:
+            sym_cell = f"error: {run.error}"
         else:
-            sym_cell = ", ".join(r.symfuzz_flags) or "-"
-        table.append([r.op, r.bug, torch_cell, sym_cell, seconds(r.torch_seconds), seconds(r.symfuzz_seconds),
-                      r.note()])
+            sym_cell = ", ".join(run.flags) or "-"
+        table.append([r.op, r.bug, torch_cell, sym_cell, seconds(r.torch_seconds),
+                      *[seconds(r.symfuzz[m].seconds) for m in modes], r.note()])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    right = {4, 5}  # numbers
+    right = set(range(4, 5 + len(modes)))  # numbers
     for n, line in enumerate(table):
         cells = [cell.rjust(w) if i in right and n else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths))]
         print("  ".join(cells).rstrip())
 
     buggy_rows = [r for r in rows if r.buggy]
     ok_rows = [r for r in rows if not r.buggy]
+    meant = [r for r in buggy_rows if r.meant]
     t_torch = sum(r.torch_seconds or 0.0 for r in rows)
-    t_sym = sum(r.symfuzz_seconds or 0.0 for r in rows)
     print()
-    print(f"bugs caught (of {len(buggy_rows)} buggy ops):    torch {sum(r.torch_flagged for r in buggy_rows)}, "
-          f"symfuzz {sum(r.symfuzz_flagged for r in buggy_rows)}")
-    meant = [r for r in buggy_rows if r.op in sweep_bugs.EXPECTED]
-    if meant:
-        by_its_check = sum(any(f["check"] == sweep_bugs.EXPECTED[r.op][0] and f["kind"] == sweep_bugs.EXPECTED[r.op][1]
-                               for f in r.symfuzz_failures) for r in meant)
-        print(f"  of the {len(meant)} sweep bugs, symfuzz caught {by_its_check} with the check meant for it; "
-              f"torch {sum(r.torch_flagged for r in meant)}")
-    print(f"false alarms (of {len(ok_rows)} correct ops):  torch {sum(r.torch_flagged for r in ok_rows)}, "
-          f"symfuzz {sum(r.symfuzz_flagged for r in ok_rows)}")
-    checks = list(dict.fromkeys(c for r in rows for c in r.symfuzz_check_seconds))
-    if checks:
-        print("symfuzz seconds per check, mean over all ops (a skipped check counts 0): "
-              + ", ".join(f"{c} {sum(r.symfuzz_check_seconds.get(c, 0.0) for r in rows) / len(rows):.2f}"
-                          for c in checks))
-    ratio = f"{t_sym / t_torch:.1f}" if t_torch > 0 else "n/a"
-    print(f"total seconds:                   torch {t_torch:.1f}, symfuzz {t_sym:.1f}, ratio symfuzz/torch {ratio}")
+    print(f"{'tool':<24}{'total s':>9}{'s/op':>7}{'x torch':>9}  {'caught':>8}  {'by its check':>12}  "
+          f"{'false alarms':>12}")
+    n = len(rows) or 1
+    print(f"{'torch.library.opcheck':<24}{t_torch:>9.1f}{t_torch / n:>7.2f}{1:>9.1f}  "
+          f"{sum(r.torch_flagged for r in buggy_rows):>3} / {len(buggy_rows):<2}  {'-':>12}  "
+          f"{sum(r.torch_flagged for r in ok_rows):>4} / {len(ok_rows):<5}")
+    for m in modes:
+        total = sum(r.symfuzz[m].seconds or 0.0 for r in rows)
+        ratio = f"{total / t_torch:.1f}" if t_torch > 0 else "n/a"
+        print(f"{'symfuzz ' + m:<24}{total:>9.1f}{total / n:>7.2f}{ratio:>9}  "
+              f"{sum(r.symfuzz[m].flagged for r in buggy_rows):>3} / {len(buggy_rows):<2}  "
+              f"{sum(r.symfuzz[m].caught_by(r.meant) for r in meant):>6} / {len(meant):<3}  "
+              f"{sum(r.symfuzz[m].flagged for r in ok_rows):>4} / {len(ok_rows):<5}")
+    print("(caught: buggy ops flagged by any check; by its check: with the check and kind meant for the bug; "
+          "false alarms: correct ops flagged)")
+    print_phases(rows, modes)
+
+
+def print_phases(rows: list[Row], modes: list[str]) -> None:
+    """Seconds per check (all ops together), each mode's share of its own total, and inputs judged."""
+    checks = list(dict.fromkeys(c for r in rows for m in modes for c in r.symfuzz[m].check_seconds))
+    if not checks:
+        return
+    totals = {m: sum(r.symfuzz[m].seconds or 0.0 for r in rows) for m in modes}
+    print()
+    print("time per phase (check), all ops together: seconds, share of the mode's total, inputs judged "
+          "(skipped: no new information)")
+    header = f"{'phase':<22}" + "".join(f"{m + ' s':>9}{'share':>7}{'judged':>8}{'skipped':>8}" for m in modes)
+    print(header)
+    for c in checks + ["(other)"]:
+        cells = []
+        for m in modes:
+            if c == "(other)":  # building templates, asking whether the op is differentiable, ...
+                secs = totals[m] - sum(r.symfuzz[m].check_seconds.get(x, 0.0) for r in rows for x in checks)
+                judged = skipped = ""
+            else:
+                secs = sum(r.symfuzz[m].check_seconds.get(c, 0.0) for r in rows)
+                judged = str(sum(r.symfuzz[m].inputs.get(c, [0, 0, 0])[0] for r in rows))
+                skipped = str(sum(r.symfuzz[m].inputs.get(c, [0, 0, 0])[2] for r in rows))
+            share = f"{100 * secs / totals[m]:.0f}%" if totals[m] > 0 else "-"
+            cells.append(f"{secs:>9.1f}{share:>7}{judged:>8}{skipped:>8}")
+        print(f"{c:<22}" + "".join(cells))
 
 
 def main() -> int:
@@ -305,9 +407,12 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=60.0, help="symfuzz's budget in seconds per op (default 60)")
     parser.add_argument("--seed", type=int, default=0, help="symfuzz's seed (default 0)")
     parser.add_argument("--ops", default=None, help="comma-separated op names (default: all)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated symfuzz modes to time (default all: {', '.join(MODES)})")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
     parser.add_argument("--keep-cache", action="store_true",
-                        help="use the environment's Inductor cache instead of a fresh one (warm-cache figures)")
+                        help="use the environment's Inductor cache instead of a fresh one per mode and op "
+                             "(warm-cache figures)")
     try:
         args = parser.parse_args()
         return run_all(parser, args)
@@ -323,31 +428,36 @@ def run_all(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in ops]
     if unknown:
         parser.error(f"unknown op(s) {', '.join(unknown)}; known: {', '.join(ops)}")
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        parser.error(f"--modes: choose from {', '.join(MODES)}")
 
-    print(f"torch.library.opcheck (torch {torch.__version__}) vs symfuzz opcheck.check (budget {args.budget:.0f}s "
-          f"per op, seed {args.seed}), one sample per op, torch first; after an untimed warm-up of both; "
-          f"{'the environment' if args.keep_cache else 'a fresh'} Inductor cache", flush=True)
-    print("warming up both tools on symfuzz_bench::warm_up ...", file=sys.stderr, flush=True)
-    crashed = warm_up_both(args.budget, args.seed)
+    print(f"torch.library.opcheck (torch {torch.__version__}) vs symfuzz opcheck.check, modes {', '.join(modes)} "
+          f"(budget {args.budget:.0f}s per op, seed {args.seed}), one sample per op, torch first; after an untimed "
+          f"warm-up of each; {'the environment' if args.keep_cache else 'a fresh'} Inductor cache "
+          f"{'' if args.keep_cache else 'for each mode on each op'}", flush=True)
+    print("warming up every tool on symfuzz_bench::warm_up ...", file=sys.stderr, flush=True)
+    crashed = warm_up_all(modes, args.budget, args.seed)
     if crashed:
         print(crashed, file=sys.stderr)
 
     rows = []
     for name in names:
-        op, sample, label, is_buggy = ops[name]
-        row = Row(name, label, is_buggy)
+        op, sample, label, is_buggy, meant = ops[name]
+        row = Row(name, label, is_buggy, meant)
         print(f"[{name}] torch.library.opcheck ...", file=sys.stderr, flush=True)
         run_torch(op, sample, row)
-        print(f"[{name}] symfuzz opcheck.check ...", file=sys.stderr, flush=True)
-        run_symfuzz(op, sample, row, args.budget, args.seed)
+        for mode in modes:
+            print(f"[{name}] symfuzz opcheck.check ({mode}) ...", file=sys.stderr, flush=True)
+            run_symfuzz(op, sample, row, mode, args.budget, args.seed, keep_cache=args.keep_cache)
         rows.append(row)
 
-    print_table(rows)
+    print_table(rows, modes)
     if args.json:
-        data = {"budget": args.budget, "seed": args.seed, "torch": torch.__version__,
+        data = {"budget": args.budget, "seed": args.seed, "torch": torch.__version__, "modes": modes,
                 "rows": [{**asdict(r), "note": r.note()} for r in rows]}
         args.json.write_text(json.dumps(data, indent=2) + "\n")
-    any_crash = bool(crashed) or any(r.torch_crash or r.symfuzz_crash for r in rows)
+    any_crash = bool(crashed) or any(r.torch_crash or any(x.crash for x in r.symfuzz.values()) for r in rows)
     return 1 if any_crash else 0
 
 

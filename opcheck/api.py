@@ -25,13 +25,17 @@ from symfuzz.opcheck.contracts import assign as assign_contracts
 from symfuzz.opcheck.inputs import Template
 from symfuzz.opcheck.report import CheckResult, Failure, Report
 from symfuzz.opcheck.repro import render
-from symfuzz.opcheck.variants import REJECTED, UNJUDGED, Sweep, Variant, axis_of, search, shrink
+from symfuzz.opcheck.variants import REJECTED, UNJUDGED, Novelty, Sweep, Variant, axis_of, search, shrink
 
 DEFAULT_BUDGET = 120.0  # seconds per op, shared by its checks (each takes its weight's share: opcheck.checklist)
+# Random variants in a row that bring no new information (variants.Novelty) before a
+# check stops drawing them. Small: the edge variants already cover each axis alone.
+PATIENCE = 3
 
 
 def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None = None, seed: int = 0,
-          progress=None, on_input=None, fixed=None, require_autograd: bool = False) -> Report:
+          progress=None, on_input=None, fixed=None, require_autograd: bool = False, quick: bool = False,
+          _legacy: bool = False) -> Report:
     """Check a custom op on its samples and on shapes swept from them.
 
     ``op``: an OpOverload, OpOverloadPacket, CustomOpDef or "ns::name[.overload]".
@@ -49,6 +53,12 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     autograd_registration. By default it is *not differentiable*: an ``info``
     line of the report, the checks about gradients skip themselves with that
     reason, and the others run with nothing requiring grad.
+    ``quick``: each check on its edge variants only (no random ones), AOT
+    dispatch on the samples only, and no Inductor compile (``CheckSpec.quick``):
+    nearer torch.library.opcheck's time, catching what the edges show.
+    ``_legacy``: the sweep as it was before it stopped on information (no early
+    stop, no compile shared between the inputs of several samples); kept so that
+    benchmarks/opcheck.py measures the old method in the same run. Not for users.
     """
     start = time.monotonic()
     op = resolve_op(op)
@@ -63,7 +73,8 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
     total = DEFAULT_BUDGET if budget is None else float(budget)
     weight = sum(spec.weight for spec in specs)
     runner = _Runner(op, templates, sweep=sweep, seed=seed, on_input=on_input, require_autograd=require_autograd,
-                     derived=derived_templates(op, templates, fixed) if sweep else [])
+                     derived=derived_templates(op, templates, fixed) if sweep else [], quick=quick and not _legacy,
+                     legacy=_legacy)
     if not runner.differentiable and not require_autograd:
         report.info.append("not differentiable: it has no autograd formula (no register_autograd), so "
                            "gradients are not checked: the gradient check skips, the others run with nothing "
@@ -77,6 +88,9 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
         failed = [p for p in spec.prerequisites if p in report.results and report.results[p].status == "failed"]
         if failed:
             result = CheckResult(name, "skipped", reason=f"{', '.join(failed)} failed; this check would fail for the same reason")
+        elif runner.quick and spec.quick == "skip":
+            result = CheckResult(name, "skipped", reason="--quick leaves out the checks that compile with Inductor; "
+                                 "run without --quick for them")
         elif spec.needs_gradients and not runner.differentiable and not require_autograd:
             result = CheckResult(name, "skipped", reason="the op is not differentiable, so there are no gradients to "
                                  f"check (backward raises: {runner.not_differentiable})")
@@ -176,8 +190,12 @@ class _Runner:
     (the judges are made by each check's ``judge(op, runner, template)``, opcheck.checklist)."""
 
     def __init__(self, op, templates: list[Template], *, sweep: bool, seed: int, on_input=None,
-                 require_autograd: bool = False, derived=()):
+                 require_autograd: bool = False, derived=(), quick: bool = False, legacy: bool = False):
         self.op, self.templates, self.sweep, self.seed = op, templates, sweep, seed
+        self.quick, self.legacy = quick, legacy
+        # What the checks of this op build once and share (the Inductor-compiled op:
+        # checks.compile.shared_compiled), so that no judge compiles it again.
+        self.shared: dict = {}
         self.derived = list(derived)  # samples with another argument value (opcheck.arguments)
         self.on_input = on_input
         self.require_autograd = require_autograd
@@ -239,11 +257,13 @@ class _Runner:
 
     def _search(self, spec: CheckSpec, judge, template, result, deadline, derived=False):
         sw = Sweep(template, seed=self.seed)
+        novelty = Novelty(None if self.legacy else PATIENCE, spec.learns)
         outcome = judge(template.original())
         if outcome is REJECTED:
             result.inputs_rejected += 1
         elif outcome is not UNJUDGED:
             result.inputs_tried += 1
+            novelty.add(template.original(), judge)  # the sweep looks for what the sample did not show
         if isinstance(outcome, Problem):
             # The sample itself (or its argument value) showed it, whatever input the shrink ends on.
             outcome.axis = outcome.axis or template.axis or "the sample"
@@ -255,14 +275,16 @@ class _Runner:
                 shrunk_problem.axis = shrunk_problem.axis or outcome.axis
                 return case, shrunk_problem, shrunk
             return template.original(), outcome, False
-        if not self.sweep:
+        if not self.sweep or (self.quick and spec.quick == "sample"):
             return None
         # A derived sample (another argument value) gets its sizes made odd, not the whole sweep.
         variants = [Variant(tuple(_odd_sizes(sw.original_sizes())), seed=1)] if derived else _edge_variants(spec, sw)
-        found = search(judge, sw, deadline=deadline, variants=variants, examples=0 if derived else spec.examples,
-                       max_size=spec.max_size)
+        examples = 0 if derived or self.quick else spec.examples
+        found = search(judge, sw, deadline=deadline, variants=variants, examples=examples, max_size=spec.max_size,
+                       novelty=novelty)
         result.inputs_tried += found.tried
         result.inputs_rejected += found.rejected
+        result.inputs_skipped += found.skipped
         if found.out_of_time and found.failure is None:
             result.notes.append(f"the time budget ran out after {found.tried + found.rejected} input(s); "
                                 "raise --budget to sweep further")
@@ -333,6 +355,10 @@ class _Announced:
     def __init__(self, judge, name, on_input):
         self.judge, self.name, self.on_input = judge, name, on_input
         self.notes = getattr(judge, "notes", [])
+
+    @property
+    def last_info(self):
+        return getattr(self.judge, "last_info", ())
 
     def __call__(self, case):
         self.on_input(self.name, case)

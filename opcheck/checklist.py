@@ -73,9 +73,15 @@ class CheckSpec:
     repro_dtype: str | None = None  # the floating dtype its repro snippet uses (None: the failing input's)
     needs_gradients: bool = False  # it is about gradients: skipped, with the reason, for an op that is not differentiable
     axes: bool = False  # it also sweeps argument kinds: samples with other scalars, optional arguments given or None
+    quick: str = "edges"  # under --quick: "edges" (its edge variants, no random ones), "sample" or "skip"
+    # The kinds of input feature that are new information to it (opcheck.variants.info_key;
+    # None: all): the sweep skips an input that brings none of these.
+    learns: tuple[str, ...] | None = None
 
 
-# In the order the checks run: a check's prerequisites come before it.
+# In the order the checks run: a check's prerequisites come before it, and the cheap
+# checks (one real or fake call per input) come before those that compile, so that a
+# fake kernel already found wrong skips the compiles that would trace through it.
 SCHEMA = CheckSpec(
     name="schema",
     judge=Lazy("symfuzz.opcheck.checks.schema", "schema_judge"),
@@ -108,6 +114,9 @@ FAKETENSOR = CheckSpec(
     description="the fake kernel agrees with the real one: dtype, shape, strides, aliasing; it reads no data",
     examples=40,
     axes=True,
+    # Not value classes: a fake kernel sees no values, and sizes that move with the
+    # values are found on every input anyway (fake.DataDependence redraws them).
+    learns=("dtype", "layout", "layout sizes", "device", "rank", "size", "relations"),
 )
 SYMBOLIC_FAKE = CheckSpec(
     name="symbolic_fake",
@@ -116,6 +125,9 @@ SYMBOLIC_FAKE = CheckSpec(
     description="the fake kernel traces with symbolic sizes: no guard pins a size, data-dependent sizes are unbacked",
     examples=25,
     axes=True,
+    # Sizes, their relations and the guards they install; dtypes and layouts are
+    # faketensor's (at concrete sizes), values DataDependence's (on every input).
+    learns=("rank", "size", "relations", "guard"),
 )
 GRADIENT = CheckSpec(
     name="gradient",
@@ -159,11 +171,13 @@ AOT_DISPATCH_DYNAMIC = CheckSpec(
     prerequisites=(FAKETENSOR.name, SYMBOLIC_FAKE.name, SCHEMA.name),
     edges=(Edge("odd", seed=1),),
     grads=GRADS_IF_REGISTERED,
+    quick="sample",  # each input is an AOT trace: under --quick, torch.library.opcheck's one
 )
 INDUCTOR_DYNAMIC = CheckSpec(
     name="inductor_dynamic",
     judge=Lazy("symfuzz.opcheck.checks.compile", "inductor_dynamic_judge"),
     weight=4,  # it compiles
+    quick="skip",  # a compile alone costs many times torch.library.opcheck's whole run
     description="torch.compile (Inductor, dynamic shapes) agrees with eager: outputs, mutated inputs, gradients",
     prerequisites=(FAKETENSOR.name, SYMBOLIC_FAKE.name, SCHEMA.name),
     edges=(Edge("odd", seed=1), Edge("2v+1", seed=2), Edge("odd", seed=3, transposed=True),

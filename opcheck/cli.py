@@ -78,6 +78,9 @@ def add_parser(sub, duration):
     p.add_argument("--op-timeout", type=duration, default=None,
                    help="report an op as hung and move on after this long (default 2 x budget + 300s)")
     p.add_argument("--no-sweep", action="store_true", help="check only the samples, like torch.library.opcheck")
+    p.add_argument("--quick", action="store_true",
+                   help="sweep only the edge variants (no random ones) and leave out the checks that compile with "
+                        "Inductor: near torch.library.opcheck's time")
     p.add_argument("--seed", type=int, default=0, help="seed for the generated inputs")
     p.add_argument("--json", type=Path, default=None, help="also write the reports here")
     p.add_argument("--repro-dir", type=Path, default=Path(".symfuzz/opcheck"),
@@ -201,7 +204,7 @@ def _run(args) -> int:
                 registrations=header.get("registrations", {}),
                 fixed={op: fixed[normalize_op(op)] for op in ops if normalize_op(op) in fixed},
                 sys_path=list(sys.path), checks=checks, budget=args.budget, seed=args.seed, sweep=not args.no_sweep,
-                timeout=args.op_timeout, require_autograd=required)
+                quick=args.quick, timeout=args.op_timeout, require_autograd=required)
     print(f"symfuzz opcheck: {len(ops)} op(s)" + (f", samples from {args.calls_file}" if args.calls_file else ""),
           file=sys.stderr)
 

@@ -82,6 +82,9 @@ def pytest_addoption(parser):
                     help=f"checks to run (default all: {', '.join(CHECKS)}; ini: opcheck_checks)")
     group.addoption("--opcheck-budget", default=None, metavar="SECONDS",
                     help=f"time budget per op, shared by its checks (default {DEFAULT_BUDGET:g}; ini: opcheck_budget)")
+    group.addoption("--opcheck-quick", action="store_true", default=None,
+                    help="sweep only the edge variants (no random ones) and leave out the checks that compile with "
+                         "Inductor: near torch.library.opcheck's time (ini: opcheck_quick)")
     group.addoption("--opcheck-fixed", action="append", default=None, metavar="NS::OP=ARG[,ARG]",
                     help="tensor arguments of an op the sweep must not resize (a lookup table, a codebook); "
                          "NS::OP= holds none fixed. Repeatable. Default: inferred from the recorded calls "
@@ -100,6 +103,8 @@ def pytest_addoption(parser):
     parser.addini("opcheck_calls", "calls file path, relative to rootdir", default="")
     parser.addini("opcheck_checks", "checks to run, comma-separated (default all)", default="")
     parser.addini("opcheck_budget", "time budget per op in seconds", default="")
+    parser.addini("opcheck_quick", "edge variants only, no Inductor compile (default false)", type="bool",
+                  default=False)
     parser.addini("opcheck_fixed", "NS::OP=ARG[,ARG] per line: arguments held fixed", type="linelist", default=[])
     parser.addini("opcheck_in_process", "check ops in the pytest process (no crash isolation)", type="bool",
                   default=False)
@@ -119,6 +124,7 @@ class Settings:
     fixed: dict  # {op: [argument names]} from the command line or ini; markers add theirs
     in_process: bool
     require_autograd: bool = False  # every op: a missing gradient formula is a failure
+    quick: bool = False  # edge variants only, no Inductor compile (opcheck.api.check's quick)
     store_requires: frozenset = frozenset()  # the ops (normalized) whose store entry requires autograd
 
     def requires_autograd(self, op) -> bool:
@@ -180,7 +186,8 @@ def _settings(config) -> Settings | None:
                         calls=root / calls, record_only=bool(config.getoption("opcheck_record_only")),
                         checks=checks, budget=budget, fixed=fixed,
                         in_process=bool(_option(config, "opcheck_in_process", "opcheck_in_process")),
-                        require_autograd=bool(_option(config, "opcheck_require_autograd", "opcheck_require_autograd")))
+                        require_autograd=bool(_option(config, "opcheck_require_autograd", "opcheck_require_autograd")),
+                        quick=bool(_option(config, "opcheck_quick", "opcheck_quick")))
     if settings.store is not None:
         try:
             store = XfailStore.load(settings.store)  # a broken store should stop the run now, not after the tests
@@ -530,7 +537,7 @@ class OpcheckSession:
                     extra_modules=header.get("extra_modules", []), libraries=header.get("libraries", []),
                     registrations=header.get("registrations", {}), fixed=fixed,
                     sys_path=[str(Path.cwd()), *header.get("paths", []), *sys.path], checks=self.settings.checks,
-                    budget=self.settings.budget,
+                    budget=self.settings.budget, quick=self.settings.quick,
                     require_autograd=[op for op in isolated if self.settings.requires_autograd(op)])
 
         def started(op, out=out):
@@ -567,7 +574,7 @@ class OpcheckSession:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 report = check(op, samples, checks=self.settings.checks, budget=self.settings.budget, fixed=fixed,
-                               require_autograd=self.settings.requires_autograd(op))
+                               require_autograd=self.settings.requires_autograd(op), quick=self.settings.quick)
         except OpCheckUsageError as exc:
             report = Report(op=op, samples=len(samples), error=str(exc))
         except Exception as exc:  # noqa: BLE001 - one op that opcheck can't handle must not crash the session

@@ -28,6 +28,7 @@ class CheckResult:
     reason: str = ""  # why skipped
     inputs_tried: int = 0  # inputs the real kernel accepted and the check judged
     inputs_rejected: int = 0  # generated inputs the real kernel itself refused
+    inputs_skipped: int = 0  # generated inputs not judged: they brought no new information (variants.Novelty)
     seconds: float = 0.0
 
     @property

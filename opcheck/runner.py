@@ -254,7 +254,7 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
             if emit:
                 emit({"op_info": {"samples": len(op_samples)}})
             report = check(op, op_samples, checks=task.checks, budget=task.budget, seed=task.seed, sweep=task.sweep,
-                           fixed=task.fixed.get(op), require_autograd=op in task.require_autograd,
+                           quick=task.quick, fixed=task.fixed.get(op), require_autograd=op in task.require_autograd,
                            **(_announcers(emit) if emit else {}))
         except OpCheckUsageError as exc:
             report = Report(op=op, error=str(exc))

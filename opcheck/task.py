@@ -31,6 +31,7 @@ class Task:
     budget: float | None = None  # seconds per op
     seed: int = 0
     sweep: bool = True
+    quick: bool = False  # edge variants only, no Inductor compile (opcheck.api.check's quick)
     # The ops (as named in ``ops``) whose missing gradient formula is a failure; the
     # others are reported as not differentiable (an info line) and their gradient checks skip.
     require_autograd: list[str] = field(default_factory=list)

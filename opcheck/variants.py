@@ -336,6 +336,92 @@ def _prod(shape):
 # -------------------------------------------------------------------- search
 
 
+# ------------------------------------------------------------- information
+
+
+def _size_class(size: int) -> str:
+    # 0 and 1 are specialized by the compiler; parity is what half-size and
+    # tiling bugs hang on. A larger size of the same parity tells nothing new.
+    return str(size) if size <= 1 else ("odd" if size % 2 else "even")
+
+
+# Dtype classes: a kernel or fake kernel that handles one dtype of a class handles
+# the others alike (int32 after int64, bfloat16 after float16 tell nothing new).
+_DTYPE_CLASS = {"float16": "half", "bfloat16": "half", "int32": "narrow int", "int16": "narrow int",
+                "int8": "narrow int", "complex64": "complex", "complex128": "complex"}
+
+
+def info_key(case: Case) -> frozenset:
+    """What ``case`` can show a check, as a set of ``(kind, ...)`` features: per
+    tensor its dtype class, layout, value class, device, rank and the class of
+    each size (0, 1, even, odd), a non-contiguous layout together with the parity
+    of its sizes (stride bugs often need both), and how the sizes of all tensors
+    relate (which dims are equal, which are 1: the relations a symbolic trace
+    guards on).
+
+    An input whose features were all seen before brings no new information to a
+    check that already judged those (``Novelty``)."""
+    specs = case.tensor_inputs()
+    features = set()
+    groups: dict = {}
+    for n, (spec, slot) in enumerate(zip(specs, case.template.slots)):
+        shape = tuple(spec.shape)
+        features.update({("dtype", n, _DTYPE_CLASS.get(spec.dtype, spec.dtype)), ("layout", n, spec.layout), ("values", n, spec.values),
+                         ("device", n, slot.device), ("rank", n, len(shape))})
+        features.update(("size", n, d, _size_class(v)) for d, v in enumerate(shape))
+        if spec.layout != "contiguous":
+            features.add(("layout sizes", n, spec.layout, tuple(_size_class(v) for v in shape)))
+        for d, v in enumerate(shape):
+            groups.setdefault(v if v > 1 else ("size", v), []).append((n, d))
+    # The relation between sizes, not the sizes: e.g. {x0 dim 1 == x1 dim 0}, {x1 dim 0 is 1}.
+    features.add(("relations", frozenset(tuple(g) for key, g in groups.items() if len(g) > 1 or isinstance(key, tuple))))
+    return frozenset(features)
+
+
+class Novelty:
+    """The information a check's inputs brought so far (``info_key``, plus what
+    the judge learned running one: ``judge.last_info``, e.g. the guards a symbolic
+    trace installed), and how many inputs in a row brought none.
+
+    The sweep skips a deterministic edge variant that brings no new feature, and
+    stops drawing random variants after ``patience`` judged ones in a row brought
+    none: the check has seen every dtype, layout, value and size class and every
+    size relation and guard those inputs exercise, so more of the same would only
+    cost time. ``patience=None`` never stops (the sweep before issue 17).
+    ``learns``: the kinds of feature that are information to this check (None:
+    all; ``CheckSpec.learns``)."""
+
+    def __init__(self, patience: int | None, learns=None):
+        self.patience = patience
+        self.learns = None if learns is None else frozenset(learns)
+        self.seen: set = set()
+        self.stale = 0  # judged inputs in a row that brought nothing new
+        self.skipped = 0  # edge variants not judged: nothing new in them
+
+    @property
+    def active(self) -> bool:
+        return self.patience is not None
+
+    def _features(self, case: Case, judge=None) -> set:
+        features = info_key(case) | set(getattr(judge, "last_info", ()) or ())
+        return features if self.learns is None else {f for f in features if f[0] in self.learns}
+
+    def is_new(self, case: Case) -> bool:
+        return not self.active or not self._features(case) <= self.seen
+
+    def add(self, case: Case, judge=None) -> bool:
+        """Record a judged input; True if it brought a new feature."""
+        features = self._features(case, judge)
+        new = not features <= self.seen
+        self.seen |= features
+        self.stale = 0 if new else self.stale + 1
+        return new
+
+    @property
+    def exhausted(self) -> bool:
+        return self.active and self.stale >= self.patience
+
+
 @dataclass
 class SearchResult:
     failure: object = None  # the check's failure value for ``case``
@@ -344,20 +430,26 @@ class SearchResult:
     tried: int = 0
     rejected: int = 0
     out_of_time: bool = False  # the deadline came before the planned variants ran out
+    skipped: int = 0  # edge variants not judged: they brought no new information (Novelty)
+    stopped: bool = False  # the random variants stopped: inputs stopped bringing new information
 
 
 def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants=None,
-           hypothesis: bool = True, shrink: bool = True, max_size: int | None = None) -> SearchResult:
+           hypothesis: bool = True, shrink: bool = True, max_size: int | None = None,
+           novelty: Novelty | None = None) -> SearchResult:
     """Find an input on which ``judge(case)`` returns a failure.
 
     ``judge`` returns None (passed), ``REJECTED`` (the real kernel refused the
     input) or a failure object with a ``kind`` attribute. Stops at the first
     failure found, at ``deadline`` (time.monotonic()), or when the variants run
     out. ``variants`` replaces the edge list (None: ``sweep.edges()``);
-    ``max_size`` bounds the sizes Hypothesis draws.
+    ``max_size`` bounds the sizes Hypothesis draws. ``novelty`` (with the
+    features of the inputs judged before, e.g. the sample) skips edges that
+    bring no new information and stops the random variants once they bring none.
     """
     result = SearchResult()
     memo: dict = {}
+    novelty = novelty or Novelty(None)
 
     def run(v: Variant):
         case = sweep.case(v)
@@ -369,6 +461,7 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
                 result.rejected += 1
             elif outcome is not UNJUDGED:
                 result.tried += 1
+                novelty.add(case, judge)  # a refused input showed nothing: its features stay unseen
         return case, memo[key]
 
     found = None
@@ -376,6 +469,9 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
         if time.monotonic() > deadline:
             result.out_of_time = True
             return result
+        if not novelty.is_new(sweep.case(v)):
+            result.skipped += 1
+            continue
         case, outcome = run(v)
         if is_failure(outcome):
             found = (v, case, outcome)
@@ -383,9 +479,16 @@ def search(judge, sweep: Sweep, *, deadline: float, examples: int = 40, variants
     if found is None and hypothesis and examples > 0 and sweep.template.slots:
         first_kind = []
 
+        novelty.stale = 0  # the edges' streak is not the random variants'
+
         def fails(v):
             if time.monotonic() > deadline:
                 result.out_of_time = True
+                return False
+            # Hypothesis draws on, but nothing more is judged; once a failure was
+            # found, its shrink candidates are judged whatever they bring.
+            if novelty.exhausted and not first_kind:
+                result.stopped = True
                 return False
             _, outcome = run(v)
             if not is_failure(outcome):

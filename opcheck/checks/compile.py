@@ -62,20 +62,31 @@ def _dynamo_config():
         yield
 
 
+def shared_compiled(op, shared: dict):
+    """The op compiled with Inductor and ``dynamic=True``, made once per op and kept in
+    ``shared`` (the runner's, for every judge of the op: each sample, with and without
+    gradients). Dynamo's guards decide per input whether a compiled graph is reused
+    or a new one is compiled, so an input within the guards costs one call, not a compile."""
+    if "inductor" not in shared:
+        torch._dynamo.reset()  # another op's entries must not count against this one's limit
+
+        def call_op(*args, **kwargs):
+            return op(*args, **kwargs)
+
+        shared["inductor"] = torch.compile(call_op, backend="inductor", dynamic=True, fullgraph=True)
+    return shared["inductor"]
+
+
 class InductorDynamicCheck:
-    def __init__(self, op, *, with_grad: bool, mutable: set):
+    def __init__(self, op, *, with_grad: bool, mutable: set, shared: dict | None = None):
         self.op, self.with_grad, self.mutable = op, with_grad, mutable
+        # None: a compile of its own (as before issue 17; the runner's legacy mode).
+        self.shared = shared
         self._compiled = None
 
     def compiled(self):
         if self._compiled is None:
-            torch._dynamo.reset()  # another op's entries must not count against this one's limit
-            op = self.op
-
-            def call_op(*args, **kwargs):
-                return op(*args, **kwargs)
-
-            self._compiled = torch.compile(call_op, backend="inductor", dynamic=True, fullgraph=True)
+            self._compiled = shared_compiled(self.op, {} if self.shared is None else self.shared)
         return self._compiled
 
     def __call__(self, case: Case):
@@ -161,4 +172,5 @@ def aot_dispatch_dynamic_judge(op, runner, template):
 def inductor_dynamic_judge(op, runner, template):
     """The inductor_dynamic check's judge (opcheck.checklist)."""
     return InductorDynamicCheck(op, with_grad=runner.grad_ok,
-                                mutable={n for n, s in enumerate(template.slots) if s.mutable})
+                                mutable={n for n, s in enumerate(template.slots) if s.mutable},
+                                shared=None if runner.legacy else runner.shared)

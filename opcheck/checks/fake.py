@@ -269,12 +269,15 @@ class SymbolicFakeCheck:
         # data-dependent sizes.
         self.compare_sizes = compare_sizes
         self.notes: list[str] = []
+        self.last_info: set = set()  # the guards the last input installed: what the sweep learns (variants.Novelty)
 
     def __call__(self, case: Case):
+        self.last_info = set()
         real = run_real(self.op, case)
         if real is REJECTED:
             return REJECTED
         out, shape_env, guards = run_fake(self.op, case, symbolic=True)
+        self.last_info = {("guard", _pretty(guard.expr, shape_env)) for guard in guards}
         varied = self.dependence.dims(case, real[2])
         if isinstance(out, Problem):
             if not self.compare_sizes:
