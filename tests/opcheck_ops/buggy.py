@@ -359,3 +359,17 @@ SAMPLES = {
 }
 
 OPS = {name: getattr(torch.ops.symfuzz_buggy, name).default for name in SAMPLES}
+
+# (check, kind) each planted bug must be reported as (tests/test_quality_opcheck.py, benchmarks/opcheck.py).
+EXPECTED = {
+    "half_cols": ("faketensor", "wrong-shape"),
+    "scale2": ("faketensor", "wrong-strides"),
+    "soft_gate": ("faketensor", "wrong-dtype"),
+    "row_sum": ("symbolic_fake", "specializes"),
+    "positives": ("symbolic_fake", "data-dependent-size-not-unbacked"),
+    "add_one": ("schema", "undeclared-mutation"),
+    "flat": ("schema", "undeclared-alias"),
+    "cube": ("gradient", "wrong-gradient"),
+    "smooth": ("autograd_registration", "missing-autograd"),
+    "peek": ("faketensor", "fake-reads-data"),
+}
