@@ -409,6 +409,8 @@ def symfuzz_minifier(case, work: Path, args: argparse.Namespace, before: bool = 
         row.nodes_before, row.nodes_after = before.get("nodes"), after.get("nodes")
         row.ops_after, row.queries = after.get("ops"), report.get("queries")
         row.after, row.phases = after, report.get("phases") or {}
+        if report.get("stopped") not in ("fixpoint", None):
+            row.notes.append(f"stopped before a fixpoint ({report['stopped']}): its sizes are where it stopped")
         if (report.get("lane") or {}).get("minified_on"):
             lane = report["lane"]
             row.notes.append(f"minified on {lane['minified_on']}, checked on the finding's lane: {lane.get('final_check')}")
