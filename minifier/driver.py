@@ -10,7 +10,12 @@ yielding smaller candidates, most ambitious first. Passes never run
 anything: the driver does all the bookkeeping.
 
 - Every candidate is checked in its own subprocess with a timeout (the
-  ``Criterion`` says how to run it and whether the outcome is "the same bug").
+  ``Criterion`` says how to run it and whether the outcome is "the same bug"),
+  forked from a warm server that imported torch once (``warm_queries``), and
+  never twice: answers are memoized by the candidate's JSON.
+- A subject with ``cheaper_variants`` (a finding of an Inductor lane) is first
+  run on those lanes; where one fails the same way, the passes run there and the
+  result is checked on the subject's own lane at the end.
 - A candidate is accepted only if it is strictly smaller (``subject.cost()``)
   and interesting; the pass is then restarted on it. Rounds over all passes
   repeat until one makes no progress or the budget runs out.
