@@ -381,6 +381,21 @@ PLAN_BUDGET = {"reuse": 2, "invalid": 1, "violate": 2, "boundary": 2}
 MODERATE = 12  # try sizes up to this first: readable repros, fast runs
 
 
+def solve_new_shapes(model: GuardModel, constraints: list, seen: list):
+    """Shapes satisfying ``constraints`` that differ from every shape in ``seen``, moderate
+    sizes first (readable repros, fast runs), or None."""
+    for moderate in (True, False):
+        solver = model.solver()
+        solver.add(*constraints)
+        if moderate:
+            solver.add(*[var <= MODERATE for var in model.dims.values()])
+        for shapes in seen:
+            solver.add(z3.Or(*[var != shapes[a][d] for (a, d), var in model.dims.items()]) if model.dims else z3.BoolVal(False))
+        if solver.check() == z3.sat:
+            return model.shapes_of(solver.model())
+    return None
+
+
 def plan_calls(model: GuardModel, previous: list[list[tuple[int, ...]]], budget: Optional[dict] = None) -> list[PlannedCall]:
     """Sizes for the next calls, at most ``budget[purpose]`` of each purpose.
 
@@ -393,16 +408,7 @@ def plan_calls(model: GuardModel, previous: list[list[tuple[int, ...]]], budget:
     everything = [i.expr for i in model.guards]
 
     def solve(constraints):
-        for moderate in (True, False):
-            solver = model.solver()
-            solver.add(*constraints)
-            if moderate:
-                solver.add(*[var <= MODERATE for var in model.dims.values()])
-            for shapes in seen:
-                solver.add(z3.Or(*[var != shapes[a][d] for (a, d), var in model.dims.items()]) if model.dims else z3.BoolVal(False))
-            if solver.check() == z3.sat:
-                return model.shapes_of(solver.model())
-        return None
+        return solve_new_shapes(model, constraints, seen)
 
     def take(purpose, constraints, label):
         if budget.get(purpose, 0) <= 0:
@@ -455,17 +461,7 @@ def plan_reuse(model: GuardModel, previous: list[list[tuple[int, ...]]], count: 
     seen = [tuple(map(tuple, p)) for p in previous]
     planned: list[PlannedCall] = []
     while len(planned) < count:
-        shapes = None
-        for moderate in (True, False):
-            solver = model.solver()
-            solver.add(*constraints)
-            if moderate:
-                solver.add(*[var <= MODERATE for var in model.dims.values()])
-            for old in seen:
-                solver.add(z3.Or(*[var != old[a][d] for (a, d), var in model.dims.items()]) if model.dims else z3.BoolVal(False))
-            if solver.check() == z3.sat:
-                shapes = model.shapes_of(solver.model())
-                break
+        shapes = solve_new_shapes(model, constraints, seen)
         if shapes is None:
             break  # no other sizes inside these guards (e.g. every dim is static)
         region = model.region_of(shapes)
