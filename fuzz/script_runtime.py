@@ -1273,7 +1273,11 @@ def _rounding_reason(e, c, r):
 # ---------------------------------------------------------------- signatures
 
 # What differs between two reports of one bug, erased in this order (each
-# pattern sees what the ones before left): addresses; absolute paths (temp
+# pattern sees what the ones before left): Dynamo's source comments ("guard
+# # the line it came from # file:line in fn (torch file:line in fn)": the
+# line is the program's, rendered differently by a campaign and a repro);
+# fake tensors' reprs ("FakeTensor(..., size=(s0, 4))": a value, like a number);
+# addresses; absolute paths (temp
 # folders, caches, sources; a file's line number goes with the numbers);
 # long hashes (Inductor's cache keys); FX's numbered node names (add,
 # add_1: the suffix only counts repeats); symbols of any kind (s0, u1, ks2, zf3);
@@ -1283,6 +1287,8 @@ def _rounding_reason(e, c, r):
 # dim is static or symbolic by the schedule's marks); quoted names (sources like
 # L['x0'], kernel and backend names); runs of blanks.
 _VOLATILE = [
+    (re.compile(r"\s+#.*?(?:<[^>]*>|\S+\.py):\d+ in [\w<>]+(?: \([^)]*\))?"), " # <source>"),
+    (re.compile(r"FakeTensor\([^()]*(?:\([^()]*\)[^()]*)*\)"), "0"),
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"(?<![\w)\]])(?:/[\w.+@~-]+){2,}/?|/[\w./-]+\.(py|cpp|so|h)\b"), "<path>"),
     (re.compile(r"\b(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{24,}\b"), "<hash>"),

@@ -155,6 +155,17 @@ def test_one_crash_has_one_signature_whatever_its_message_says_of_sizes_paths_an
      "LoweringException: bad index in buf12 from add (stride (1,), offset 0, value 3)"],
     ["OSError: cannot load /tmp/torchinductor_ci/c3/cc3xyzbq7lmno2pqrstuv4wxyz5abcd6efgh.so",
      "OSError: cannot load /home/me/.cache/torchinductor_me/ab/cabzzzzzz9qqqqqqq8wwwwwww7vvvvv.so"],
+    # Dynamo's guard comments quote the program's line, which a campaign and a repro render differently.
+    ["AssertionError: Guard failed on the same frame it was created. Guard fail reason: 0/0: 0 <= k4  #   "
+     "# <symfuzz program>:7 in fn (_dynamo/variables/builder.py:3222 in wrap_symint)",
+     "AssertionError: Guard failed on the same frame it was created. Guard fail reason: 0/0: 0 <= k4  "
+     "# v3 = x2 + k4  # /tmp/symfuzz-minify-n_j3xoln/repro.py:28 in fn (_dynamo/variables/builder.py:3222 in "
+     "wrap_symint)"],
+    # Which outputs a graph returns changes with every statement the minifier drops.
+    ["PendingUnbackedSymbolNotFound: Pending unbacked symbols {u2} not in returned outputs "
+     "[FakeTensor(..., size=(s39,)), s39] .",
+     "PendingUnbackedSymbolNotFound: Pending unbacked symbols {u0} not in returned outputs "
+     "[FakeTensor(..., size=(s1, 4), dtype=torch.int64), FakeTensor(..., size=()), s1] ."],
 ])
 def test_messages_of_one_bug_normalize_to_one_key(messages):
     keys = {script_runtime.normalize_message(m) for m in messages}
@@ -165,6 +176,8 @@ def test_messages_of_one_bug_normalize_to_one_key(messages):
     ("RuntimeError: expected float32 but got int64", "RuntimeError: expected float64 but got int32"),
     ("IndexError: index 3 is out of bounds for dimension 0", "IndexError: index 3 is out of bounds for dimension s0"),
     ("RuntimeError: bad size Eq(s0, 3)", "RuntimeError: bad size Eq(s0, s1)"),
+    ("AssertionError: Guard fail reason: 0/0: 0 <= k4  # v = x + k4  # /tmp/a/repro.py:28 in fn",
+     "AssertionError: Guard fail reason: 0/0: Eq(k4, 0)  # v = x + k4  # /tmp/a/repro.py:28 in fn"),
 ])
 def test_messages_of_different_bugs_keep_apart(a, b):
     """What is erased is what varies within one bug: dtypes, a static against a
