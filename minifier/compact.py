@@ -20,6 +20,11 @@ from symfuzz.corpus import scripts
 from symfuzz.oracles.verdict import OUT_OF_MEMORY, Died, RaisedError
 
 
+# A traceback's exception line: "pkg.module.SomeError: message" (or no message), unindented,
+# a class name last.
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?$)")
+
+
 def render_compact(subject) -> Optional[str]:
     """The short script for a CaseSubject, or None when its finding needs the judged repro."""
     return scripts.render_compact(subject.case, subject.verdict, subject.lane, subject.environment)
@@ -50,8 +55,13 @@ def compact_matches(subject, outcome) -> bool:
     if symptom == "crash":
         error = (evidence.error if isinstance(evidence, RaisedError) else None) or {}
         name = (error.get("type") or "").rsplit(".", 1)[-1]
-        last = [line for line in text.splitlines() if line.strip()][-1:]
+        # The traceback's last exception line: Dynamo's hints ("Set TORCHDYNAMO_VERBOSE=1 ...")
+        # and a long message's later lines may follow it.
+        last = [line for line in text.splitlines() if _EXCEPTION_LINE.match(line)][-1:]
         # The exception must come out of the compiled call (or its backward), not out of eager.
         from_compiled = scripts.COMPILED_CALL in text or scripts.COMPILED_BACKWARD in text
-        return bool(name) and bool(last) and from_compiled and name in last[0] and "AssertionError: " not in last[0]
+        # The repro's own checks raise AssertionError too ("value-mismatch at call 0: ..."):
+        # such a line is a mismatch, not the crash, even where the crash is an AssertionError.
+        own_check = re.match(r"AssertionError: [\w-]+ at call \d+", last[0]) if last else None
+        return bool(name) and bool(last) and from_compiled and name in last[0].split(":")[0] and own_check is None
     return False

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from symfuzz.corpus import scripts
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.store import FindingStore
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
@@ -112,6 +113,33 @@ def test_short_repro_runs_and_judges(tmp_path):
     failing = QueryOutcome(1, None, "Traceback ...\nAssertionError: value-mismatch at call 1: compiled", 1.0)
     assert compact_matches(s, failing)
     assert not compact_matches(subject(toy_case(), symptom="crash"), failing)
+
+
+def test_a_crash_that_is_an_assertion_error_is_told_from_the_repros_own_checks():
+    """Dynamo raises AssertionError for a guard that fails where it was made; the short
+    repro's own mismatch checks raise AssertionError too, and are not that crash."""
+    s = subject(toy_case(), symptom="crash")
+    s.verdict.evidence.error["type"] = "builtins.AssertionError"
+    crashed = QueryOutcome(1, None, f"Traceback ...\n    {scripts.COMPILED_CALL}\n"
+                                    "AssertionError: Guard failed on the same frame it was created.", 1.0)
+    assert compact_matches(s, crashed)
+    mismatch = QueryOutcome(1, None, f"Traceback ...\n    {scripts.COMPILED_CALL}\n"
+                                     "AssertionError: value-mismatch at call 1: out[0][0]: made up", 1.0)
+    assert not compact_matches(s, mismatch)
+
+
+def test_a_crash_is_recognized_under_dynamos_hints_and_a_long_message():
+    """Inductor's errors come wrapped, with the message's later lines and Dynamo's hint after them."""
+    s = subject(toy_case(), symptom="crash")
+    s.verdict.evidence.error["type"] = "torch._inductor.exc.InductorError"
+    text = (f"Traceback ...\n    {scripts.COMPILED_CALL}\n"
+            "torch._inductor.exc.InductorError: LoweringException: KeyError: 'unbacked_bindings'\n"
+            "  target: aten._local_scalar_dense.default\n  ))KeyError: 'unbacked_bindings'\nFound from : \n"
+            "   File \"repro.py\", line 27, in fn\n\n"
+            "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug)")
+    assert compact_matches(s, QueryOutcome(1, None, text, 1.0))
+    other = text.replace("torch._inductor.exc.InductorError:", "torch._dynamo.exc.Unsupported:")
+    assert not compact_matches(s, QueryOutcome(1, None, other, 1.0))
 
 
 def run_cli(*args):
