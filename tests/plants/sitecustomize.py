@@ -436,7 +436,58 @@ PLANTS = {
     "generator-fault-some": plant_generator_fault_some,
 }
 
+# Plants that patch symfuzz, not torch: applied at start-up (they import what they patch).
+SYMFUZZ_PLANTS = {"slow-generation", "disk-full-candidates", "generator-fault-most", "generator-fault-some"}
+
+
+class _AfterTorch:
+    """A meta path finder that applies the torch plants right after ``import torch`` runs.
+
+    Not at start-up: every Python process on PYTHONPATH runs this file, and most that
+    torch starts never import torch (Inductor's CPU vector-ISA probes, six short
+    `python -c` runs per fresh compile cache); importing torch in each would add
+    seconds to every compile, which no real environment pays. A plant imports what it
+    patches once torch's own __init__ is done, as it did when it imported torch itself."""
+
+    def __init__(self, plants):
+        self.plants = plants
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+        import sys
+
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)  # once: the rest of the import, and later ones, go as usual
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run_module, plants = spec.loader.exec_module, self.plants
+
+        def exec_module(module):
+            run_module(module)
+            for plant in plants:
+                plant()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _apply(names):
+    import sys
+
+    deferred = [PLANTS[name] for name in names if name not in SYMFUZZ_PLANTS]
+    if deferred:
+        if "torch" in sys.modules:  # something imported it already at start-up
+            for plant in deferred:
+                plant()
+        else:
+            sys.meta_path.insert(0, _AfterTorch(deferred))
+    for name in names:
+        if name in SYMFUZZ_PLANTS:
+            PLANTS[name]()
+
+
 # Several plants at once: SYMFUZZ_PLANT=tanh-wrong-eager,exp-wrong-eager (a "new" environment
 # with two bugs beside a reference environment with one).
-for _name in filter(None, PLANT.split(",")):
-    PLANTS[_name]()
+_apply([name for name in PLANT.split(",") if name])
