@@ -139,6 +139,15 @@ def _is_project_import(node: ast.stmt) -> bool:
     return isinstance(node, ast.Import) and any(a.name.split(".")[0] == _PROJECT for a in node.names)
 
 
+def _segment(lines: list[str], node: ast.stmt) -> str:
+    """``ast.get_source_segment`` from the module's lines, already split: that function
+    splits the whole text again on every call (the repro renderer asks once per import)."""
+    part = [line.encode() for line in lines[node.lineno - 1:node.end_lineno]]  # offsets count UTF-8 bytes
+    part[-1] = part[-1][:node.end_col_offset]
+    part[0] = part[0][node.col_offset:]
+    return "\n".join(line.decode() for line in part)
+
+
 def _first_line(node: ast.stmt, lines: list[str]) -> int:
     """The statement's first line, with its decorators and the comment lines right above it."""
     first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
@@ -233,7 +242,7 @@ class Helpers:
                 self._resolve(name, node, {a.asname or a.name for a in node.names} & used)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 self._check_import(name, node)
-                line = ast.get_source_segment(text, node)
+                line = _segment(lines, node)
                 if line not in self.imports:
                     self.imports.append(line)
             else:

@@ -113,12 +113,21 @@ def _code_file(fn) -> str:
 
 
 def _modules_by_file() -> dict:
-    out = {}
-    for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None)
-        if name != "__main__" and file and file.endswith(".py"):
-            out.setdefault(os.path.abspath(file), name)
-    return out
+    """Source file -> module name, over sys.modules. Kept while sys.modules is unchanged
+    (the same size and last import): every failure's repro asks, and the walk over a few
+    thousand modules costs more than the rest of rendering it."""
+    key = (len(sys.modules), next(reversed(sys.modules), None))
+    if _BY_FILE.get("key") != key:
+        out = {}
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if name != "__main__" and file and file.endswith(".py"):
+                out.setdefault(os.path.abspath(file), name)
+        _BY_FILE.update(key=key, value=out)
+    return dict(_BY_FILE["value"])
+
+
+_BY_FILE: dict = {}
 
 
 def import_root(name: str, file: str) -> str:
