@@ -9,7 +9,15 @@ import torch
 import torch.utils._pytree as pytree
 
 from symfuzz.opcheck.arguments import derived_samples
-from symfuzz.opcheck.checklist import ALL_GRADS, AUTOGRAD_REGISTRATION, BY_NAME, CHECKS, CheckSpec, check_names
+from symfuzz.opcheck.checklist import (
+    ALL_GRADS,
+    AUTOGRAD_REGISTRATION,
+    BY_NAME,
+    CHECKS,
+    GRADS_IF_REGISTERED,
+    CheckSpec,
+    check_names,
+)
 from symfuzz.opcheck.checks.autograd import missing_autograd
 from symfuzz.opcheck.checks.common import (
     OpCheckUsageError,
@@ -214,6 +222,18 @@ class _Runner:
         nor once autograd_registration failed: a missing backward would fail them too."""
         return self.differentiable and AUTOGRAD_REGISTRATION.name not in self.failed
 
+    def input_grads(self, spec: CheckSpec, template: Template) -> set[int]:
+        """The tensor inputs that require grad when ``spec`` judges ``template``'s inputs (and in its repro)."""
+        if spec.grads == ALL_GRADS:
+            return float_slots(template)
+        if spec.grads != GRADS_IF_REGISTERED or not self.grad_ok:
+            return set()
+        if self.quick and spec.quick == "sample":
+            # As torch.library.opcheck runs it: the sample's own requires_grad. Tracing a
+            # backward the sample does not ask for costs more than the rest of --quick's check.
+            return {n for n, slot in enumerate(template.slots) if slot.requires_grad}
+        return float_slots(template)
+
     def run(self, spec: CheckSpec, *, deadline) -> CheckResult:
         name = spec.name
         start = time.monotonic()
@@ -236,7 +256,7 @@ class _Runner:
             result.notes.extend(n for n in getattr(judge, "notes", ()) if n not in result.notes)
             if found is not None:
                 case, problem, shrunk = found
-                grads = float_slots(template) if (spec.grads == ALL_GRADS or self.grad_ok) else set()
+                grads = self.input_grads(spec, template)
                 result.status = "failed"
                 result.failures.append(Failure(
                     check=name, kind=problem.kind, message=problem.message, input=case.describe(),

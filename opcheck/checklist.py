@@ -171,7 +171,9 @@ AOT_DISPATCH_DYNAMIC = CheckSpec(
     prerequisites=(FAKETENSOR.name, SYMBOLIC_FAKE.name, SCHEMA.name),
     edges=(Edge("odd", seed=1),),
     grads=GRADS_IF_REGISTERED,
-    quick="sample",  # each input is an AOT trace: under --quick, torch.library.opcheck's one
+    # Each input is an AOT trace: under --quick, torch.library.opcheck's one (the sample,
+    # with its own requires_grad: opcheck.api._Runner.input_grads).
+    quick="sample",
 )
 INDUCTOR_DYNAMIC = CheckSpec(
     name="inductor_dynamic",

@@ -166,3 +166,28 @@ def test_the_plugin_takes_quick(tmp_path):
     on = _settings(_Config(tmp_path, opcheck=True, opcheck_namespaces="mylib", opcheck_quick=True))
     off = _settings(_Config(tmp_path, opcheck=True, opcheck_namespaces="mylib"))
     assert on.quick and not off.quick
+
+
+def test_quick_traces_aot_as_torch_library_opcheck_does(monkeypatch):
+    """Under --quick the AOT check takes the sample as given (its own requires_grad), as
+    torch.library.opcheck does; the default makes every floating input require grad."""
+    from torch.testing._internal.optests import generate_tests
+
+    seen = []
+
+    def record(op, args, kwargs, dynamic):
+        seen.append([a.requires_grad for a in args if isinstance(a, torch.Tensor)])
+
+    monkeypatch.setattr(generate_tests, "safe_aot_autograd_check", record)
+    op = correct.OPS["scaled_add"]
+    args, kwargs = correct.SAMPLES["scaled_add"]
+    assert not any(a.requires_grad for a in args if isinstance(a, torch.Tensor))
+    opcheck.check(op, [(args, kwargs)], quick=True, checks=["aot_dispatch_dynamic"])
+    assert seen == [[False, False]]
+    seen.clear()
+    wants_grad = tuple(a.detach().requires_grad_() if n == 0 else a for n, a in enumerate(args))
+    opcheck.check(op, [(wants_grad, kwargs)], quick=True, checks=["aot_dispatch_dynamic"])
+    assert seen == [[True, False]]
+    seen.clear()
+    opcheck.check(op, [(args, kwargs)], checks=["aot_dispatch_dynamic"], sweep=False)
+    assert seen == [[True, True]]

@@ -2,7 +2,8 @@
 
 ``aot_dispatch_dynamic`` calls PyTorch's own check (the one
 ``torch.library.opcheck`` runs), with the floating inputs requiring grad so
-the backward is traced too, on the sample and on odd sizes.
+the backward is traced too, on the sample and on odd sizes (under --quick: on
+the sample as given, its own requires_grad, as torch.library.opcheck does).
 
 ``inductor_dynamic`` compiles ``op`` with Inductor and ``dynamic=True`` once,
 then runs it on the sample and on swept sizes and layouts, comparing outputs,
@@ -23,6 +24,7 @@ import torch._dynamo
 import torch.utils._pytree as pytree
 
 from symfuzz.fuzz.script_runtime import compare
+from symfuzz.opcheck.checklist import AOT_DISPATCH_DYNAMIC
 from symfuzz.opcheck.checks.autograd import weighted_sum
 from symfuzz.opcheck.checks.common import Problem, differentiable_outputs, first_line, float_slots, run_real
 from symfuzz.opcheck.inputs import Case, copy_exactly
@@ -30,8 +32,8 @@ from symfuzz.opcheck.variants import REJECTED
 
 
 class AotDispatchDynamicCheck:
-    def __init__(self, op, *, with_grad: bool):
-        self.op, self.with_grad = op, with_grad
+    def __init__(self, op, *, grads: set):
+        self.op, self.grads = op, grads  # the tensor inputs that require grad (their backward is traced too)
 
     def __call__(self, case: Case):
         # private torch API, looked up at use: a torch that moved it fails this check only
@@ -41,8 +43,7 @@ class AotDispatchDynamicCheck:
 
         if run_real(self.op, case) is REJECTED:
             return REJECTED
-        grads = float_slots(case.template) if self.with_grad else set()
-        args, kwargs = case.build(requires_grad=grads)
+        args, kwargs = case.build(requires_grad=self.grads)
         try:
             safe_aot_autograd_check(self.op, args, kwargs, dynamic=True)
         except Exception as exc:  # noqa: BLE001 - the check reports by raising
@@ -166,7 +167,7 @@ def float64_inputs(args, kwargs):
 
 def aot_dispatch_dynamic_judge(op, runner, template):
     """The aot_dispatch_dynamic check's judge (opcheck.checklist)."""
-    return AotDispatchDynamicCheck(op, with_grad=runner.grad_ok)
+    return AotDispatchDynamicCheck(op, grads=runner.input_grads(AOT_DISPATCH_DYNAMIC, template))
 
 
 def inductor_dynamic_judge(op, runner, template):
