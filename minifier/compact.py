@@ -55,9 +55,10 @@ def compact_matches(subject, outcome) -> bool:
     if symptom == "crash":
         error = (evidence.error if isinstance(evidence, RaisedError) else None) or {}
         name = (error.get("type") or "").rsplit(".", 1)[-1]
-        # The traceback's last exception line: Dynamo's hints ("Set TORCHDYNAMO_VERBOSE=1 ...")
-        # and a long message's later lines may follow it.
-        last = [line for line in text.splitlines() if _EXCEPTION_LINE.match(line)][-1:]
+        # The exception line of the traceback's last block: the message's later lines (a
+        # wrapped error's own "SomeError: ..." among them) and Dynamo's hints follow it.
+        block = text.rsplit("Traceback (most recent call last):", 1)[-1]
+        last = [line for line in block.splitlines() if _EXCEPTION_LINE.match(line)][:1]
         # The exception must come out of the compiled call (or its backward), not out of eager.
         from_compiled = scripts.COMPILED_CALL in text or scripts.COMPILED_BACKWARD in text
         # The repro's own checks raise AssertionError too ("value-mismatch at call 0: ..."):

@@ -132,8 +132,9 @@ def test_a_crash_is_recognized_under_dynamos_hints_and_a_long_message():
     """Inductor's errors come wrapped, with the message's later lines and Dynamo's hint after them."""
     s = subject(toy_case(), symptom="crash")
     s.verdict.evidence.error["type"] = "torch._inductor.exc.InductorError"
-    text = (f"Traceback ...\n    {scripts.COMPILED_CALL}\n"
+    text = (f"Traceback (most recent call last):\n    {scripts.COMPILED_CALL}\n"
             "torch._inductor.exc.InductorError: LoweringException: KeyError: 'unbacked_bindings'\n"
+            "KeyError: 'unbacked_bindings'\n"
             "  target: aten._local_scalar_dense.default\n  ))KeyError: 'unbacked_bindings'\nFound from : \n"
             "   File \"repro.py\", line 27, in fn\n\n"
             "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug)")
