@@ -453,13 +453,13 @@ class _AfterTorch:
         self.plants = plants
 
     def find_spec(self, name, path=None, target=None):
-        import importlib.machinery
+        import importlib.util
         import sys
 
         if name != "torch":
             return None
         sys.meta_path.remove(self)  # once: the rest of the import, and later ones, go as usual
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec = importlib.util.find_spec(name)  # as the finders after this one would find it
         if spec is None or spec.loader is None:
             return spec
         run_module, plants = spec.loader.exec_module, self.plants
