@@ -634,7 +634,7 @@ def _mark_lines(call) -> list[str]:
     return lines
 
 
-def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str]:
+def render_compact(case, verdict, lane: dict, environment: dict, *, discrete: bool = True) -> Optional[str]:
     """The short repro of a case (``fuzz.case.Case``) that fails as ``verdict`` says
     on ``lane``, or None when its finding needs the judged repro: runner lanes
     (torch.export), the Triton interpreter, other devices, and symptoms judged
@@ -642,7 +642,10 @@ def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str
 
     It holds the program, the calls' inputs (``make_input``, as the campaign
     built them), the marks and flags, one ``torch.compile``, and raises on the
-    first call where ``compare`` says compiled differs from eager."""
+    first call where ``compare`` says compiled differs from eager. Its float64
+    reference carries rounding's explainer (``reference_call``, with the shadow
+    interpreter, some 500 lines) unless the caller knows that every leaf it
+    compares is a float (``discrete=False``), where that explains nothing."""
     symptom = verdict.symptom
     if symptom not in COMPACT_SYMPTOMS or lane.get("runner") or lane.get("setup") or lane.get("device", "cpu") != "cpu":
         return None
@@ -664,8 +667,9 @@ def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str
         config += [f"torch.fx.experimental._config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config["fx"].items())]
     config += [f"torch.compiler.config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config.get("compiler", {}).items())]
     out = [*config, "", case.source.rstrip(), "", ""]
+    reference = "reference_call" if discrete else "float64_call"
     if case.program.params:
-        return _main_script(head, *_compact_module_main(case, symptom, compile_args, out))
+        return _main_script(head, *_compact_module_main(case, symptom, compile_args, out, reference))
     out.append("def main():")
     out.append(f"    compiled = torch.compile(fn, {compile_args})")
     out.append("    for call, make_inputs in enumerate(CALLS):")
@@ -693,7 +697,7 @@ def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str
         expected, actual, judged = "(expected, eager_args, expected_grads)", "(actual, args, actual_grads)", "name_gradient(compare"
     out += [f"        # Outputs, then inputs (mutation){', then gradients' if grads else ''}; beyond tolerance, "
             "compared with a float64 run.",
-            f"        diff = {judged}({expected}, {actual}, lambda: reference_call(fn, make_inputs()).get(\"out\"))"
+            f"        diff = {judged}({expected}, {actual}, lambda: {reference}(fn, make_inputs()).get(\"out\"))"
             + (")" if grads else ""),
             "        if diff is not None:",
             "            raise AssertionError(f\"{diff['symptom']} at call {call}: {diff['path']}: {diff['detail']}\")"]
@@ -704,12 +708,12 @@ def render_compact(case, verdict, lane: dict, environment: dict) -> Optional[str
     out.append("CALLS = [  # each call's inputs, rebuilt from seeds")
     out += [f"    lambda: [{', '.join(_input_expr(a) for a in call.args)}]," for call in schedule.calls]
     out.append("]")
-    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", "reference_call"]
+    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", reference]
                                + (["input_gradients", "name_gradient"] if grads else []))
     return _main_script(head, "\n".join(out), helpers)
 
 
-def _compact_module_main(case, symptom: str, compile_args: str, out: list) -> tuple:
+def _compact_module_main(case, symptom: str, compile_args: str, out: list, reference: str) -> tuple:
     """(body, helpers) of the short repro of a module program: ``out`` (flags and the
     ``Model`` class) followed by a main() that runs eager and compiled on their own
     models (``module_runtime.ModuleSide``, inlined) and compares, after each call, the
@@ -742,7 +746,7 @@ def _compact_module_main(case, symptom: str, compile_args: str, out: list) -> tu
             out += [f"            {line}" for line in lines]
     out += [f"        {COMPILED_CALL}",
             "        # Beyond tolerance, compared with a float64 run from the state eager started this call from.",
-            "        diff = name_gradient(compare(expected, actual, lambda: reference_call(eager.replay(call), "
+            f"        diff = name_gradient(compare(expected, actual, lambda: {reference}(eager.replay(call), "
             "make_inputs()).get(\"out\")))",
             "        if diff is not None:",
             "            raise AssertionError(f\"{diff['symptom']} at call {call}: {diff['path']}: {diff['detail']}\")",
@@ -751,7 +755,7 @@ def _compact_module_main(case, symptom: str, compile_args: str, out: list) -> tu
     out += [f"    ({call.training!r}, lambda: [{', '.join(_input_expr(a) for a in call.args)}]),"
             for call in schedule.calls]
     out.append("]")
-    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", "reference_call", "name_gradient"])
+    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", reference, "name_gradient"])
     return "\n".join(out), helpers.module(MODULE_RUNTIME)
 
 

@@ -394,7 +394,8 @@ def compare(eager, compiled, reference=None, explained=None):
     output is discrete (bools, indices, counts; never floats) and every
     element that differs hangs on a decision (comparison, all/any, argmax,
     sort ...) within rounding of its threshold, by a value that flip can
-    give (``rounding_explains``, which never raises): such
+    give (``rounding_explains``, which never raises; ``reference_call``'s
+    leaves carry it): such
     a flip is no bug, and when ``explained`` is a list, each is appended to
     it as {"symptom", "path", "kind", "detail", "reason"}.
     ``reference`` is a zero-argument callable giving the fp64 reference tree
@@ -433,7 +434,10 @@ def compare(eager, compiled, reference=None, explained=None):
             r = ref_leaves[index][1] if index < len(ref_leaves) else None
             if isinstance(r, torch.Tensor) and r.shape == e.shape and within_reference(e, c, r):
                 continue
-            reason = rounding_explains(e, c, r) if isinstance(r, torch.Tensor) else None
+            # Only a reference_call leaf carries the explainer: a script that compares floats alone
+            # (float64_call) pastes none of the shadow interpreter.
+            explain = getattr(r, "_symfuzz_explain", None) if isinstance(r, torch.Tensor) else None
+            reason = explain(e, c, r) if explain is not None else None
             if reason is not None:
                 if explained is not None:
                     explained.append({"symptom": "value-mismatch", "path": path, "kind": value_kind(e, c),
@@ -599,7 +603,17 @@ def reference_call(fn, args):
     (``attach_rounding``), which ``compare`` takes only when a result differs.
     """
     pristine = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
-    # A module program's side runs its state's float64 copy; ``fn`` itself stays for the shadowed run.
+    record = float64_call(fn, args)
+    if "out" in record:
+        attach_rounding(record["out"], fn, pristine)
+    return record
+
+
+def float64_call(fn, args):
+    """Run ``fn`` in float64 everywhere; returns run_call's record, its leaves
+    without a shadowed run: where every leaf compared is a float, rounding
+    explains nothing (``rounding_explains``), and a short repro can use this."""
+    # A module program's side runs its state's float64 copy.
     upcast = fn.in_float64() if hasattr(fn, "in_float64") else fn
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -608,8 +622,6 @@ def reference_call(fn, args):
             record = run_call(upcast, to_reference_args(args))
     finally:
         torch.set_default_dtype(previous)
-    if "out" in record:
-        attach_rounding(record["out"], fn, pristine)
     return record
 
 
@@ -1213,6 +1225,7 @@ def attach_rounding(tree, fn, args):
     for index, (_, leaf) in enumerate(flatten(tree)):
         if isinstance(leaf, torch.Tensor):
             leaf._symfuzz_rounding = (entries, index)
+            leaf._symfuzz_explain = rounding_explains
     return tree
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.scripts import render_compact, render_repro
+from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.ir import OpNode
 from symfuzz.minifier.case_eager import plausible
-from symfuzz.minifier.compact import compact_matches
+from symfuzz.minifier.compact import compact_matches, render_compact
 from symfuzz.oracles.lanes.lane import LANES
 from symfuzz.oracles.verdict import Verdict
 
@@ -126,7 +126,7 @@ class CaseSubject:
         return render_repro(self.finding())
 
     def repro_script(self) -> str:
-        return render_compact(self.case, self.verdict, self.lane, self.environment) or self.query_script()
+        return render_compact(self) or self.query_script()
 
     def plausible(self) -> bool:
         return plausible(self)

@@ -17,6 +17,7 @@ import re
 from typing import Optional
 
 from symfuzz.corpus import scripts
+from symfuzz.minifier.case_eager import compares_only_floats
 from symfuzz.oracles.verdict import OUT_OF_MEMORY, Died, RaisedError
 
 
@@ -26,8 +27,10 @@ _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?$)")
 
 
 def render_compact(subject) -> Optional[str]:
-    """The short script for a CaseSubject, or None when its finding needs the judged repro."""
-    return scripts.render_compact(subject.case, subject.verdict, subject.lane, subject.environment)
+    """The short script for a CaseSubject, or None when its finding needs the judged repro.
+    It pastes rounding's explainer only where a compared leaf may be discrete."""
+    return scripts.render_compact(subject.case, subject.verdict, subject.lane, subject.environment,
+                                  discrete=not compares_only_floats(subject.case))
 
 
 def compact_matches(subject, outcome) -> bool:

@@ -115,6 +115,34 @@ def test_short_repro_runs_and_judges(tmp_path):
     assert not compact_matches(subject(toy_case(), symptom="crash"), failing)
 
 
+def test_short_repro_pastes_the_rounding_explainer_only_where_a_compared_leaf_may_be_discrete(tmp_path):
+    """Rounding explains a flip of a bool or an integer only: a program of floats gets a
+    short repro without the shadow interpreter, which still fails on a wrong compiled result."""
+    floats = render_compact(subject(toy_case()))
+    assert "class RoundingShadow" not in floats and "float64_call(fn, make_inputs())" in floats
+    assert len(floats.splitlines()) < 600, len(floats.splitlines())  # the judged repro: some 1,700
+    program = toy_case().program
+    compares = Case(Program(program.inputs, program.body + (OpNode("v4", "lt", ("v2", "v3")),), ("v2", "v4")),
+                    toy_case().schedule)
+    discrete = render_compact(subject(compares))
+    assert "class RoundingShadow" in discrete and "reference_call(fn, make_inputs())" in discrete
+    # The same short repro, its compiled function planted with a wrong first output.
+    path = tmp_path / "repro.py"
+    path.write_text(floats)
+    plant = ("import runpy, torch\n"
+             "compile = torch.compile\n"
+             "def planted(fn, **kw):\n"
+             "    compiled = compile(fn, **kw)\n"
+             "    return lambda *a: (lambda out: (out[0] + 0.5,) + tuple(out[1:]))(compiled(*a))\n"
+             "torch.compile = planted\n"
+             f"runpy.run_path({str(path)!r}, run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", plant], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")})
+    assert proc.returncode == 1 and "AssertionError: value-mismatch at call 0: out[0][0]" in proc.stderr, \
+        proc.stderr[-2000:]
+    assert compact_matches(subject(toy_case()), QueryOutcome(proc.returncode, None, proc.stdout + proc.stderr, 1.0))
+
+
 def test_a_crash_that_is_an_assertion_error_is_told_from_the_repros_own_checks():
     """Dynamo raises AssertionError for a guard that fails where it was made; the short
     repro's own mismatch checks raise AssertionError too, and are not that crash."""
