@@ -67,6 +67,11 @@ class SameStoredSignature(SameFailure):
 
     lane_free = True
 
+    def __init__(self, failure_id: str, stored: str = ""):
+        super().__init__(failure_id)
+        if stored and stored != failure_id:  # re-signed from its stored error (minifier.run.resigned)
+            self.description = f"same failure: {failure_id} (stored as {stored} by an older symfuzz)"
+
     def calibrate(self, original: QueryOutcome) -> None:
         found = original.failure_id()
         if found and found != self.failure_id and _symptom(found) == _symptom(self.failure_id):

@@ -82,7 +82,31 @@ def finding_failure_id(finding) -> str:
     if confirmation.get("status") == "different" and confirmation.get("signature"):
         # Confirmed as failing, in a fresh process, under another signature: that is the bug its repro shows.
         return confirmation["signature"]
-    return verdict.signature
+    return resigned(finding) or verdict.signature
+
+
+# The symptoms whose signature is the raised error's type and message (script_runtime.failure_key).
+_ERROR_SYMPTOMS = ("crash", "accepts-invalid", "over-specialization")
+
+
+def resigned(finding) -> Optional[str]:
+    """The signature this symfuzz gives the finding's stored error, where it differs
+    from the stored one (an older symfuzz normalized messages differently); else None.
+
+    Without it, the first query fails "differently" and the criterion learns the
+    new signature only then (``SameStoredSignature.calibrate``), after the cheaper
+    lanes were tried under the old one and the original run on its own lane."""
+    verdict = finding.verdict
+    error = getattr(verdict.evidence, "error", None)
+    if verdict.symptom not in _ERROR_SYMPTOMS or not isinstance(error, dict) or not error.get("type"):
+        return None
+    # Deferred: it imports torch, which `symfuzz minify` loads only once a query needs it.
+    from symfuzz.fuzz import script_runtime
+
+    lane = (finding.lane or {}).get("name", "")
+    now = script_runtime.signature(verdict.symptom, lane, script_runtime.failure_key(
+        {"symptom": verdict.symptom, "error": error}, []))
+    return now if now != verdict.signature else None
 
 
 def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
@@ -103,7 +127,8 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
         timeout = hang_limit(evidence.timeout_seconds, options.query_timeout or 0.0)
     memory = evidence.limit_mb if isinstance(evidence, Died) and evidence.out_of_memory else None
     failure_id = finding_failure_id(finding)
-    same = SameFailure(failure_id) if failure_id.startswith(("process-death:", "timeout")) else SameStoredSignature(failure_id)
+    same = SameFailure(failure_id) if failure_id.startswith(("process-death:", "timeout")) \
+        else SameStoredSignature(failure_id, stored=finding.verdict.signature)
     criterion = _criterion(options, same)
     work, repro = _paths(options, folder / "minified")
     with _removed_on_failure(work, keep=options.out is not None):

@@ -269,3 +269,29 @@ def test_a_finding_keyed_by_an_older_symfuzz_is_minified_under_its_signature_now
     other = SameStoredSignature("value-mismatch-aaaaaaaaaa")
     other.calibrate(Outcome("crash-cccccccccc"))  # another symptom is another bug
     assert not other.interesting(Outcome("crash-cccccccccc"))
+
+
+def test_a_stored_crash_is_re_signed_from_its_error_before_any_query():
+    """A crash's signature is its error's type and normalized message: where this symfuzz
+    normalizes the stored message to another signature, minify looks for that one from the
+    first query (the cheaper lanes are not tried under a signature no run prints now)."""
+    from symfuzz.corpus.finding import Finding
+    from symfuzz.fuzz import script_runtime
+    from symfuzz.minifier.run import finding_failure_id
+    from symfuzz.oracles.verdict import OutputMismatch, RaisedError, Verdict
+
+    # Dynamo's source comment: erased by today's normalize_message, kept by an older one.
+    error = {"type": "torch._dynamo.exc.Unsupported", "stage": "dynamo",
+             "message": "guard 0 <= s1  # v3 = x2 + k4  # /tmp/a/repro.py:28 in fn (sizes.py:12 in f)"}
+    today = script_runtime.signature("crash", "inductor-cpp", script_runtime.failure_key(
+        {"symptom": "crash", "error": error}, []))
+
+    def finding(signature, symptom="crash", evidence=None):
+        verdict = Verdict(ok=False, oracle="crash", symptom=symptom, stage="dynamo", signature=signature,
+                          call_index=0, evidence=evidence or RaisedError(error=error))
+        return Finding(case={}, verdict=verdict, lane={"name": "inductor-cpp"}, environment={})
+
+    assert finding_failure_id(finding("crash-0123456789")) == today
+    assert finding_failure_id(finding(today)) == today
+    mismatch = finding("value-mismatch-0123456789", "value-mismatch", OutputMismatch(path="out[0][0]", detail="x"))
+    assert finding_failure_id(mismatch) == "value-mismatch-0123456789"  # its key is not in the stored evidence
