@@ -8,12 +8,14 @@ wrote; minified from the JSON alone, as `symfuzz minify FINDING` does).
 
 Tools, one after the other on each case, never at the same time:
 
-- **symfuzz-before**: ``symfuzz minify ... --cold-queries --own-lane-only``: the
-  earlier method, every query in a fresh interpreter (6-9 s of imports each)
-  and a finding always minified on its own lane.
+- **symfuzz-before**: ``symfuzz minify ... --cold-queries --own-lane-only
+  --rerun-passes``: the earlier method, every query in a fresh interpreter (6-9 s
+  of imports each), a finding always minified on its own lane, and every pass
+  run again in every round.
 - **symfuzz**: ``symfuzz minify ...`` as it is: queries forked from warm servers,
-  and a finding of an Inductor lane that fails the same way on eager or
-  aot_eager minified there, with a final check on its own lane.
+  a finding of an Inductor lane that fails the same way on eager or aot_eager
+  minified there, with a final check on its own lane, and a pass over statements
+  that found nothing run again only once the program changed.
 - **pytorch**, **pytorch-symbolic** (plants only, with --tools): PyTorch's
   after-AOT minifier, described below.
 
@@ -393,7 +395,7 @@ def symfuzz_minifier(case, work: Path, args: argparse.Namespace, before: bool = 
     target = case.folder if isinstance(case, FindingCase) else case.script
     cmd = [SYMFUZZ, "minify", target, "--out", out, "--budget", args.budget, "--jobs", str(args.jobs)]
     if before:
-        cmd += ["--cold-queries", "--own-lane-only"]
+        cmd += ["--cold-queries", "--own-lane-only", "--rerun-passes"]
     if case.accuracy:
         cmd.append("--accuracy")
     ran = run(cmd, work / "cwd", plant_env(case.plant, work / "cache"), timeout, work / "minify.log")

@@ -167,6 +167,7 @@ class PassStats:
     seconds: float = 0.0
     rejected_not_smaller: int = 0
     implausible: int = 0
+    skipped_runs: int = 0  # rounds it sat out: what it watches had not changed since it found nothing
 
     def to_json(self) -> dict:
         return dict(self.__dict__, seconds=round(self.seconds, 1))
@@ -215,7 +216,8 @@ class Driver:
     def __init__(self, criterion: Criterion, out_dir: Path, *, budget: float = 600.0, jobs: int = 1,
                  query_timeout: float = 300.0, env: Optional[dict] = None, memory_limit_mb: Optional[int] = None,
                  progress: Optional[Callable[[str], None]] = None, max_rounds: int = 8,
-                 repro_path: Optional[Path] = None, warm: bool = True, cheapest_lane_first: bool = True):
+                 repro_path: Optional[Path] = None, warm: bool = True, cheapest_lane_first: bool = True,
+                 skip_fruitless: bool = True):
         self.criterion = criterion
         self.out_dir = Path(out_dir)
         self.repro_path = Path(repro_path) if repro_path else self.out_dir / "repro.py"
@@ -233,6 +235,7 @@ class Driver:
         self.warm = warm  # run queries on warm servers (minifier/warm_queries.py) rather than cold interpreters
         self.pool: Optional[WarmPool] = None
         self.cheapest_lane_first = cheapest_lane_first
+        self.skip_fruitless = skip_fruitless  # a pass's ``watches`` may keep it from running again (_rounds)
         self.lanes_tried: dict = {}
         self.lock = threading.Lock()
         self.start = 0.0
@@ -333,13 +336,28 @@ class Driver:
             raise
 
     def _rounds(self, passes: list[Pass], result: Result) -> str:
-        """Rounds over all passes until one makes no progress; how they stopped."""
+        """Rounds over all passes until one makes no progress; how they stopped.
+
+        A pass with ``watches`` (subject -> a key: e.g. the program, for a pass that
+        removes statements) runs again only once what it watches changed since it
+        last found nothing: the sizes or marks other passes shrank since then do
+        not make its candidates new ones worth a query each."""
+        fruitless: dict = {}  # pass -> its ``watches`` key when it last found nothing
         for _ in range(self.max_rounds):
             progressed = False
             for pass_fn in passes:
                 if self._out_of_time():
                     break
-                progressed |= self._run_pass(pass_fn, result)
+                watches = getattr(pass_fn, "watches", None) if self.skip_fruitless else None
+                key = watches(result.best) if watches is not None else None
+                if watches is not None and pass_fn in fruitless and fruitless[pass_fn] == key:
+                    result.passes[pass_fn.__name__].skipped_runs += 1
+                    continue
+                if self._run_pass(pass_fn, result):
+                    progressed = True
+                    fruitless.pop(pass_fn, None)
+                elif watches is not None:
+                    fruitless[pass_fn] = key
             if self._out_of_time():
                 return "budget"
             if not progressed:

@@ -41,6 +41,7 @@ class MinifyOptions:
     # The speed-ups, on by default; off gives the earlier method (benchmarks/minify.py compares them).
     warm: bool = True  # queries forked from warm servers (minifier/warm_queries.py), not fresh interpreters
     cheapest_lane_first: bool = True  # minify on eager/aot_eager when the finding fails the same way there
+    skip_fruitless: bool = True  # a statement pass that found nothing waits for the program to change
 
 
 def _criterion(options: MinifyOptions, default: Criterion) -> Criterion:
@@ -134,7 +135,8 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
     with _removed_on_failure(work, keep=options.out is not None):
         driver = Driver(criterion, work, budget=options.budget, jobs=options.jobs, query_timeout=timeout,
                         env=options.env, memory_limit_mb=memory, progress=say, repro_path=repro,
-                        warm=options.warm, cheapest_lane_first=options.cheapest_lane_first)
+                        warm=options.warm, cheapest_lane_first=options.cheapest_lane_first,
+                        skip_fruitless=options.skip_fruitless)
         subject = CaseSubject.from_finding(finding)
         return _run(driver, subject, with_module_passes(CASE_PASSES), f"python {folder / 'repro.py'}")
 

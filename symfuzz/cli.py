@@ -410,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
     minify.add_argument("--own-lane-only", action="store_true",
                         help="minify a finding on its own lane even when a cheaper lane (eager, aot_eager) "
                              "fails the same way (slower; the earlier method, for comparison)")
+    minify.add_argument("--rerun-passes", action="store_true",
+                        help="after any progress, run every pass again, even one that found nothing in a program "
+                             "that has not changed since (slower; the earlier method, for comparison)")
 
     sub.add_parser("lanes", help="list the compile lanes and whether each can run here", epilog=SIMPLE_EXIT_CODES,
                    formatter_class=HelpFormatter)
@@ -975,7 +978,7 @@ def cmd_minify(args) -> int:
     options = MinifyOptions(out=args.out, match=args.match, accuracy=args.accuracy, test=args.test,
                             budget=args.budget, jobs=args.jobs, query_timeout=args.timeout, quiet=args.quiet,
                             script_args=script_args, warm=not args.cold_queries,
-                            cheapest_lane_first=not args.own_lane_only)
+                            cheapest_lane_first=not args.own_lane_only, skip_fruitless=not args.rerun_passes)
     try:
         result = minify_path(args.path, options)
     except MinifyError as exc:

@@ -295,3 +295,31 @@ def test_a_stored_crash_is_re_signed_from_its_error_before_any_query():
     assert finding_failure_id(finding(today)) == today
     mismatch = finding("value-mismatch-0123456789", "value-mismatch", OutputMismatch(path="out[0][0]", detail="x"))
     assert finding_failure_id(mismatch) == "value-mismatch-0123456789"  # its key is not in the stored evidence
+
+
+def test_a_watched_pass_that_found_nothing_waits_for_what_it_watches_to_change(tmp_path):
+    """drop_needed only tries to drop the items the bug needs (never interesting); halve_rest
+    shrinks the others, which makes progress and so another round. drop_needed watches the
+    needed items alone: with them unchanged it sits that round out, unless skip_fruitless is off."""
+    runs = []
+
+    def drop_needed(subject):
+        runs.append(subject.items)
+        for item in (3, 7):
+            yield Toy(tuple(i for i in subject.items if i != item))
+
+    drop_needed.watches = lambda subject: tuple(i for i in subject.items if i in (3, 7))
+
+    def halve_rest(subject):
+        for n, item in enumerate(subject.items):
+            if item > 8:
+                yield Toy(subject.items[:n] + (item // 2,) + subject.items[n + 1:])
+
+    for skip, expected_runs in ((True, 1), (False, 2)):
+        runs.clear()
+        d = Driver(SameFailure("crash-toy"), tmp_path / f"out-{skip}", budget=120, query_timeout=30,
+                   progress=lambda message: None, skip_fruitless=skip)
+        result = d.minify(Toy((3, 7, 40)), [drop_needed, halve_rest])
+        assert result.best.items == (3, 7, 5)
+        assert len(runs) == expected_runs, runs
+        assert result.passes["drop_needed"].skipped_runs == (1 if skip else 0)
