@@ -588,16 +588,19 @@ def shrink_scalar_values(subject: CaseSubject) -> Iterator[CaseSubject]:
 # runs each call, so a one-call schedule makes the rest several times cheaper;
 # so does the backward, when the bug does not need it (one graph less to compile).
 # Then the big structural cuts, then sizes and cosmetics.
-def program_key(subject: CaseSubject) -> str:
-    return json.dumps(subject.case.program.to_json(), sort_keys=True)
+def statements_key(subject: CaseSubject) -> str:
+    """The program's statements and outputs, and the names of its inputs, parameters and buffers."""
+    data = subject.case.program.to_json()
+    names = {part: [item["name"] for item in data.get(part, ())] for part in ("inputs", "params")}
+    return json.dumps({"body": data["body"], "outputs": data["outputs"], **names}, sort_keys=True, default=str)
 
 
-# The passes over statements make their candidates from the program, and one that found
-# nothing droppable seldom finds something once only sizes, marks, calls or dtypes
-# shrank: they wait for the program to change (driver.Driver._rounds; --rerun-passes
+# The passes over statements make their candidates from the statements, and one that found
+# nothing droppable seldom finds something once only sizes, marks, calls, dtypes or layouts
+# shrank: they wait for the statements to change (driver.Driver._rounds; --rerun-passes
 # runs them every round). crash-cb6a6ae79e's 29 statements cost 37 queries a round.
 for _pass in (keep_one_output, drop_statements, cut_inputs):
-    _pass.watches = program_key
+    _pass.watches = statements_key
 
 CASE_PASSES = [keep_one_output, drop_calls, drop_backward, drop_statements, cut_inputs, drop_gradient_inputs,
                inline_scalar_inputs, lower_ranks, shrink_sizes, shrink_scalar_values, drop_marks,
