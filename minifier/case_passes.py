@@ -584,10 +584,6 @@ def shrink_scalar_values(subject: CaseSubject) -> Iterator[CaseSubject]:
                     yield subject.with_case(_set_scalar(case, a, values[:i] + [smaller] + values[i + 1:]))
 
 
-# The order the driver runs them in. Calls go early: every query compiles and
-# runs each call, so a one-call schedule makes the rest several times cheaper;
-# so does the backward, when the bug does not need it (one graph less to compile).
-# Then the big structural cuts, then sizes and cosmetics.
 def statements_key(subject: CaseSubject) -> str:
     """The program's statements and outputs, and the names of its inputs, parameters and buffers."""
     data = subject.case.program.to_json()
@@ -602,6 +598,10 @@ def statements_key(subject: CaseSubject) -> str:
 for _pass in (keep_one_output, drop_statements, cut_inputs):
     _pass.watches = statements_key
 
+# The order the driver runs them in. Calls go early: every query compiles and
+# runs each call, so a one-call schedule makes the rest several times cheaper;
+# so does the backward, when the bug does not need it (one graph less to compile).
+# Then the big structural cuts, then sizes and cosmetics.
 CASE_PASSES = [keep_one_output, drop_calls, drop_backward, drop_statements, cut_inputs, drop_gradient_inputs,
                inline_scalar_inputs, lower_ranks, shrink_sizes, shrink_scalar_values, drop_marks,
                simplify_dtypes_and_layouts]

@@ -338,7 +338,7 @@ class Driver:
     def _rounds(self, passes: list[Pass], result: Result) -> str:
         """Rounds over all passes until one makes no progress; how they stopped.
 
-        A pass with ``watches`` (subject -> a key: e.g. the program, for a pass that
+        A pass with ``watches`` (subject -> a key: e.g. the statements, for a pass that
         removes statements) runs again only once what it watches changed since it
         last found nothing: the sizes or marks other passes shrank since then do
         not make its candidates new ones worth a query each."""

@@ -41,7 +41,7 @@ class MinifyOptions:
     # The speed-ups, on by default; off gives the earlier method (benchmarks/minify.py compares them).
     warm: bool = True  # queries forked from warm servers (minifier/warm_queries.py), not fresh interpreters
     cheapest_lane_first: bool = True  # minify on eager/aot_eager when the finding fails the same way there
-    skip_fruitless: bool = True  # a statement pass that found nothing waits for the program to change
+    skip_fruitless: bool = True  # a statement pass that found nothing waits for the statements to change
 
 
 def _criterion(options: MinifyOptions, default: Criterion) -> Criterion:
