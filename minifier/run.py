@@ -79,11 +79,15 @@ def finding_failure_id(finding) -> str:
         return f"process-death:{cause}"
     if verdict.symptom == "timeout":
         return "timeout"
+    now = resigned(finding)
+    if now is not None:
+        # Signed by an older symfuzz: a confirmation's signature is as old as the stored one.
+        return now
     confirmation = finding.confirmation or {}
     if confirmation.get("status") == "different" and confirmation.get("signature"):
         # Confirmed as failing, in a fresh process, under another signature: that is the bug its repro shows.
         return confirmation["signature"]
-    return resigned(finding) or verdict.signature
+    return verdict.signature
 
 
 # The symptoms whose signature is the raised error's type and message (script_runtime.failure_key).

@@ -292,6 +292,13 @@ def test_a_stored_crash_is_re_signed_from_its_error_before_any_query():
         return Finding(case={}, verdict=verdict, lane={"name": "inductor-cpp"}, environment={})
 
     assert finding_failure_id(finding("crash-0123456789")) == today
+    # Its confirmation, by the same older symfuzz, signed the fresh run the old way too.
+    confirmed = finding("crash-0123456789")
+    confirmed.confirmation = {"status": "different", "signature": "crash-9876543210"}
+    assert finding_failure_id(confirmed) == today
+    current = finding(today)
+    current.confirmation = {"status": "different", "signature": "crash-9876543210"}
+    assert finding_failure_id(current) == "crash-9876543210"  # signed as today: the fresh run is the bug
     assert finding_failure_id(finding(today)) == today
     mismatch = finding("value-mismatch-0123456789", "value-mismatch", OutputMismatch(path="out[0][0]", detail="x"))
     assert finding_failure_id(mismatch) == "value-mismatch-0123456789"  # its key is not in the stored evidence
