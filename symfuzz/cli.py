@@ -411,8 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="minify a finding on its own lane even when a cheaper lane (eager, aot_eager) "
                              "fails the same way (slower; the earlier method, for comparison)")
     minify.add_argument("--rerun-passes", action="store_true",
-                        help="after any progress, run every pass again, even one that found nothing in a program "
-                             "that has not changed since (slower; the earlier method, for comparison)")
+                        help="after any progress, run every pass again, even a pass over statements that found "
+                             "nothing in statements that have not changed since (slower; the earlier method, "
+                             "for comparison)")
 
     sub.add_parser("lanes", help="list the compile lanes and whether each can run here", epilog=SIMPLE_EXIT_CODES,
                    formatter_class=HelpFormatter)
