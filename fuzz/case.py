@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from symfuzz.fuzz.ir import SCALAR_KINDS, BranchNode, CondNode, ExprNode, OpNode, Program
+from symfuzz.fuzz.ir import (SCALAR_KINDS, BranchNode, CheckNode, CondNode, EffectNode, ExprNode, OpNode, Program,
+                             SizeNode, node_reads)
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
 
 # Dynamism marks a dim may carry in a call. "auto" means none: automatic dynamic.
@@ -281,3 +282,25 @@ class Case:
             elif isinstance(node, ExprNode):
                 producer[node.out] = "expr"
         return [producer.get(name, "input") for name in self.program.outputs]
+
+    def gradient_ops(self) -> list[str]:
+        """For each gradient a call compares (``script_runtime.run_call``: the inputs that require
+        grad, in order, then a module's trainable parameters), the ops that consume that input
+        ("+"-joined, sorted; "input" where none does): a gradient mismatch is keyed by them, as a
+        value mismatch is by the op that made the output (``script_runtime.failure_key``)."""
+        calls = self.schedule.calls
+        wanted = [inp.name for inp, arg in zip(self.program.inputs, calls[0].args) if arg.requires_grad] \
+            if calls else []
+        wanted += [p.name for p in self.program.params if p.trainable]
+        return [_consumers(self.program, name) for name in wanted]
+
+
+def _consumers(program: Program, name: str) -> str:
+    """The ops that read tensor ``name`` ("+"-joined, sorted), or "input" where none does."""
+    kinds = {BranchNode: "branch", CondNode: "cond", ExprNode: "expr"}
+    ops = set()
+    for node in program.body:
+        if isinstance(node, (SizeNode, CheckNode)) or name not in node_reads(node):
+            continue  # reading only its sizes, or stating a fact, passes no gradient
+        ops.add(node.op if isinstance(node, (OpNode, EffectNode)) else kinds.get(type(node), "?"))
+    return "+".join(sorted(ops)) or "input"

@@ -1341,15 +1341,26 @@ def signature(symptom, lane, key):
     return f"{symptom}-{digest}"
 
 
-def failure_key(failure, output_ops):
+def gradient_of(path, gradient_ops):
+    """For a path into the gradients ("out[2][i]..."), the ops that consume input ``i``
+    (``gradient_ops``, from ``Case.gradient_ops``); None for any other path."""
+    m = re.match(r"out\[2\]\[(\d+)\]", path or "")
+    if m is None or int(m.group(1)) >= len(gradient_ops):
+        return None
+    return gradient_ops[int(m.group(1))]
+
+
+def failure_key(failure, output_ops, gradient_ops=()):
     """The part of a failure that says which bug it is, for the signature.
 
     One function for the oracles and every repro script, so that a script
     prints the signature its finding was stored under. It names what the
     minifier keeps while shrinking and nothing it changes: for errors, the
     exception's type and its normalized message; for mismatches, the op that
-    made the output that differs ("input-mutation" for a final input state)
-    and how it differs (``compare``'s kind: never sizes or values).
+    made the output that differs ("input-mutation" for a final input state;
+    for a gradient, "grad:" and the ops that consume the input it is taken with
+    respect to, ``gradient_ops``: ``Case.gradient_ops``) and how it differs
+    (``compare``'s kind: never sizes or values).
     """
     if failure["symptom"] in ("crash", "accepts-invalid", "over-specialization"):
         error = failure.get("error") or {}
@@ -1363,7 +1374,8 @@ def failure_key(failure, output_ops):
     elif m and m.group(1) == "1":
         op = "input-mutation"
     elif m and m.group(1) == "2":
-        op = "grad"
+        consumers = gradient_of(path, gradient_ops)
+        op = f"grad:{consumers}" if consumers else "grad"
     elif m and m.group(1) == "3":
         op = "module-state"
     kind = failure.get("kind")
@@ -1558,7 +1570,7 @@ def reused(result, index):
 
 
 def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu", context=None, expect_reuse=(),
-                        output_ops=()):
+                        output_ops=(), gradient_ops=()):
     """The repro scripts' judge of one call, in the oracles' order.
 
     Mirrors the campaign: a failing call that reused a cached graph is
@@ -1574,7 +1586,7 @@ def judge_schedule_call(fn, compile_fn, calls, index, eager, result, device="cpu
         key = None
         if reused(result, index) and failure["symptom"] in REUSE_SYMPTOMS:
             if fresh_recheck(fn, compile_fn, call, device, context, index) is None:
-                key = "reuse|" + failure_key(failure, output_ops)
+                key = "reuse|" + failure_key(failure, output_ops, gradient_ops)
                 failure = {**failure, "symptom": "unsound-guard", "stage": "guard",
                            "detail": "a reused graph was wrong; a fresh compile at these shapes is right. " + str(failure.get("detail", ""))}
         return failure, key

@@ -41,7 +41,7 @@ def differential_oracle(case, run) -> Verdict:
 
 
 def _mismatch(run, index, call, diff, rounding=None) -> Verdict:
-    key = script_runtime.failure_key(diff, run.output_ops)
+    key = script_runtime.failure_key(diff, run.output_ops, run.gradient_ops)
     return Verdict(
         ok=False,
         oracle="differential",
@@ -50,5 +50,5 @@ def _mismatch(run, index, call, diff, rounding=None) -> Verdict:
         signature=script_runtime.signature(diff["symptom"], run.lane, key),
         call_index=index,
         evidence=OutputMismatch(path=diff["path"], detail=diff["detail"], graphs_at_call=call.graphs,
-                                rounding=rounding),
+                                rounding=rounding, gradient_of=script_runtime.gradient_of(diff["path"], run.gradient_ops)),
     )

@@ -25,7 +25,7 @@ def reuse_oracle(case, run) -> Verdict:
         failure = script_runtime.judge_call(call.eager, call.compiled, call.reference, run.context)
         if failure is None:
             continue
-        key = "reuse|" + script_runtime.failure_key(failure, run.output_ops)
+        key = "reuse|" + script_runtime.failure_key(failure, run.output_ops, run.gradient_ops)
         return Verdict(
             ok=False,
             oracle="reuse-soundness",
@@ -35,6 +35,7 @@ def reuse_oracle(case, run) -> Verdict:
             call_index=index,
             evidence=UnsoundGuard(detail=failure.get("detail", ""), path=failure.get("path"),
                                   reused_symptom=failure["symptom"], purpose=call.purpose,
-                                  guard_manager_accepted=call.predicted_reuse, error=failure.get("error")),
+                                  guard_manager_accepted=call.predicted_reuse, error=failure.get("error"),
+                                  gradient_of=script_runtime.gradient_of(failure.get("path"), run.gradient_ops)),
         )
     return passed("reuse-soundness")

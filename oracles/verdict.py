@@ -111,6 +111,10 @@ class OutputMismatch(Evidence):
     # result flipped where its decision lies within rounding of its threshold. No bug: the
     # campaign keeps such a verdict in suspect/ with this reason, never as a finding.
     rounding: Optional[str] = None
+    # For a gradient: the ops that consume the input it is taken with respect to (its key;
+    # ``Case.gradient_ops``). None on a gradient mismatch signed by an older symfuzz, which
+    # gave every gradient mismatch of a lane and kind one signature.
+    gradient_of: Optional[str] = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +157,7 @@ class UnsoundGuard(Evidence):
     purpose: Optional[str] = None  # why the call was made: "drawn", or the guard-directed plan that added it
     guard_manager_accepted: Optional[bool] = None  # did the cached graph's guard manager accept the call (None: not asked)
     error: Optional[dict] = None  # the reused graph's exception, when it raised (as in RaisedError)
+    gradient_of: Optional[str] = None  # as in OutputMismatch, for a reused graph's wrong gradient
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,6 +212,10 @@ class Hung(Evidence):
 
     timeout_seconds: float  # the case timeout it ran past
     worker_log_tail: Optional[str] = None  # the end of the worker's log (what torch printed)
+    # Where it hung, from the stack it printed when asked before it was killed (corpus/deaths.py):
+    # the phase and the innermost frames outside the harness. None: signed by an older symfuzz.
+    phase: Optional[str] = None
+    frames: Optional[list] = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,6 +229,9 @@ class Died(Evidence):
     limit_mb: Optional[int] = None  # for OUT_OF_MEMORY: the memory limit it passed
     returncode: Optional[int] = None  # for a signal or an exit: the process's return code
     worker_log_tail: Optional[str] = None  # the end of the worker's log (what torch printed)
+    # Where it died, from faulthandler's stack (corpus/deaths.py), as for Hung.
+    phase: Optional[str] = None
+    frames: Optional[list] = None
 
     @property
     def out_of_memory(self) -> bool:

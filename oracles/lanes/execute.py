@@ -55,6 +55,7 @@ class Run:
     case: Any = None  # the case as run: planned calls appended
     guards: dict = field(default_factory=dict)  # regions, over-guards, ... (stats)
     dynamic: Optional[bool] = None
+    gradient_ops: list = field(default_factory=list)  # Case.gradient_ops: a gradient mismatch's key
 
     @property
     def recompiles(self) -> int:
@@ -218,7 +219,8 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
         guard_info["compiles"] = len(recorder.compiles)
         guard_info["over_guards"] = over_guards(recorder.compiles)
         guard_info.update(_recompile_counts(results))
-    run = Run(lane.name, results, case.output_ops(), seconds, context, case, guard_info, case.schedule.dynamic)
+    run = Run(lane.name, results, case.output_ops(), seconds, context, case, guard_info, case.schedule.dynamic,
+              case.gradient_ops())
     _recheck_reused_failures(run, fn, case, lane)
     return run
 
