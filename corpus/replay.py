@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from symfuzz.corpus.deaths import ask_for_stack, cause_of, death_signature, place_of
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.scripts import EXIT_FIXED, EXIT_REPRODUCED, render_repro
 from symfuzz.oracles.verdict import OUT_OF_MEMORY, Died, Hung
@@ -43,6 +44,8 @@ class ReplayOutcome:
     # for "broken": why nothing could be judged, in one line; for a timeout, also how the
     # hang was judged ("hung: ...", "slow, not hung: ...")
     reason: Optional[str] = None
+    # for a death or hang: where this run died or hung ({"phase", "frames"}: corpus/deaths.py)
+    place: Optional[dict] = None
 
 
     def to_json(self) -> dict:
@@ -78,6 +81,9 @@ class ScriptRunner:
         env = dict(os.environ)
         env.update(env_extra)
         env.setdefault("PYTHONHASHSEED", "0")
+        # A script that does not enable faulthandler itself (not one of symfuzz's) still prints
+        # where it dies: deaths are signed by that place (corpus/deaths.py).
+        env.setdefault("PYTHONFAULTHANDLER", "1")
         start = time.monotonic()
         with tempfile.TemporaryFile("w+") as log:
             # Own session: a Ctrl-C at the terminal must not kill it and look like a crash.
@@ -93,6 +99,8 @@ class ScriptRunner:
                     elif memory_limit_mb and resident_mb(proc.pid) > memory_limit_mb:
                         exceeded = True
                     if timed_out or exceeded or self.cancelled:
+                        if not self.cancelled:  # where it hung or grew: the finding's signature (deaths.py)
+                            ask_for_stack(proc.pid, wait=lambda s: _wait_quietly(proc, s))
                         os.killpg(proc.pid, signal.SIGKILL)
                         proc.wait()
                         break
@@ -109,6 +117,13 @@ class ScriptRunner:
         self.proc = None
         code = None if timed_out else proc.returncode
         return code, out, time.monotonic() - start, exceeded
+
+
+def _wait_quietly(proc: subprocess.Popen, seconds: float) -> None:
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def resident_mb(pid: int) -> float:
@@ -181,19 +196,13 @@ def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: 
     symptom = verdict.symptom
     result = result_line(out)
     sig = result.get("signature") if result else None
+    place = None
     if result is not None and result.get("unsupported"):
         status = "broken"  # the torch running it lacks what the repro needs: nothing judged
     elif result is not None and result.get("ok") is True and code == EXIT_FIXED:
         status = "fixed"
-    elif symptom == "timeout":
-        status = "reproduced" if code is None else "different"
-    elif symptom == "process-death":
-        cause = verdict.evidence.cause if isinstance(verdict.evidence, Died) else None
-        if cause == OUT_OF_MEMORY:
-            status = "reproduced" if memory_exceeded else "different"
-        else:
-            died_by = signal.Signals(-code).name if code is not None and code < 0 else None
-            status = "reproduced" if died_by is not None and died_by == cause else "different"
+    elif symptom in ("timeout", "process-death"):
+        status, sig, place = _judge_death(finding, code, out, memory_exceeded)
     elif code == EXIT_REPRODUCED and result is not None and result.get("ok") is False:
         status = "reproduced" if sig == finding.signature else "different"
     elif code == EXIT_FIXED and result is not None:
@@ -203,7 +212,40 @@ def classify(finding: Finding, code, out: str, seconds: float, memory_exceeded: 
     if status == "different" and result is None and symptom not in ("timeout", "process-death"):
         status = "broken"  # it ended without judging anything: no evidence either way
     reason = _broken_reason(result, code, out) if status == "broken" else None
-    return ReplayOutcome(status, code, sig, round(seconds, 2), out[-6000:], memory_exceeded, reason)
+    return ReplayOutcome(status, code, sig, round(seconds, 2), out[-6000:], memory_exceeded, reason, place)
+
+
+def _judge_death(finding: Finding, code, out: str, memory_exceeded: bool) -> tuple:
+    """(status, the run's death signature, where it died) for a timeout or process-death finding.
+
+    It died (or hung) the same way when the cause matches (the signal, the memory limit, the
+    time limit) and the stack it printed signs it as the finding was signed. A finding stored
+    under the old signature (one for every death of its lane and signal: no place recorded) is
+    reproduced by the cause alone, and the signature returned is its new one."""
+    verdict = finding.verdict
+    symptom, evidence = verdict.symptom, verdict.evidence
+    cause = cause_of(symptom, evidence)
+    if symptom == "timeout":
+        died = code is None
+    elif cause == OUT_OF_MEMORY:
+        died = memory_exceeded
+    else:
+        died = code is not None and code < 0 and _signal_name(-code) == cause
+    if not died:
+        return "different", None, None
+    lane = (finding.lane or {}).get("name", "")
+    place = place_of(out, hang=symptom == "timeout" or cause == OUT_OF_MEMORY)
+    now = death_signature(symptom, lane, cause, place)
+    old = not isinstance(evidence, (Died, Hung)) or evidence.phase is None
+    where = {"phase": place.phase, "frames": list(place.frames)}
+    return ("reproduced" if old or now == verdict.signature else "different"), now, where
+
+
+def _signal_name(number: int) -> Optional[str]:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
 
 
 def _broken_reason(result: Optional[dict], code, out: str) -> str:

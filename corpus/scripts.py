@@ -42,6 +42,7 @@ import threading
 from pathlib import Path
 from typing import Iterable, Optional
 
+from symfuzz.corpus.deaths import ENABLE_LINES as STACK_DUMP_LINES
 from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_INVALID = 0, 1, 2
@@ -78,7 +79,7 @@ def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defa
         lines.append("")
     imports = list(imports)
     stdlib = [i for i in imports if i.split()[:1] == ["import"] and i.split()[1].split(".")[0] in sys.stdlib_module_names]
-    lines += ["import json", "import sys", *sorted(stdlib), "", PROGRAM_GLOBALS.rstrip()]
+    lines += ["import json", "import sys", *sorted(stdlib), "", *STACK_DUMP_LINES, "", PROGRAM_GLOBALS.rstrip()]
     lines += [i for i in imports if i not in stdlib]
     return "\n".join(lines) + "\n"
 
@@ -331,6 +332,7 @@ CALLS = json.loads(r"""
 {calls}
 """)
 OUTPUT_OPS = {output_ops}
+GRADIENT_OPS = {gradient_ops}
 LANE = {lane_name!r}
 EXPECTED_SIGNATURE = {signature!r}
 # Dynamo / ShapeEnv flags the schedule sets around compile and calls.
@@ -391,11 +393,11 @@ def main():
                            on_call=watch and (lambda index, eager, result: watch.after_call(index, result)))
     for index, (eager, result) in enumerate(records):
         failure, key = judge_schedule_call(fn, {fresh_compile}, CALLS, index, eager, result,
-                                           {device!r}, CONTEXT, EXPECT_REUSE, OUTPUT_OPS)
+                                           {device!r}, CONTEXT, EXPECT_REUSE, OUTPUT_OPS, GRADIENT_OPS)
         if failure is None:
             print(f"call {{index}}: ok (graphs compiled during call: {{result.get('graphs')}})")
             continue
-        key = key if key is not None else failure_key(failure, OUTPUT_OPS)
+        key = key if key is not None else failure_key(failure, OUTPUT_OPS, GRADIENT_OPS)
         sig = signature(failure["symptom"], LANE, key)
         print(f"call {{index}}: {{failure['symptom']}} ({{failure.get('stage')}})")
         if "error" in failure:
@@ -575,6 +577,7 @@ def render_repro(finding) -> str:
         source=case.source,
         calls=_calls_json(case),
         output_ops=json.dumps(case.output_ops()),
+        gradient_ops=json.dumps(case.gradient_ops()),
         lane_name=lane["name"],
         signature=verdict.signature,
         compile_config=repr(case.schedule.config),

@@ -17,8 +17,9 @@ import re
 from typing import Optional
 
 from symfuzz.corpus import scripts
+from symfuzz.corpus.deaths import cause_of, place_from_evidence, same_place
 from symfuzz.minifier.case_eager import compares_only_floats
-from symfuzz.oracles.verdict import OUT_OF_MEMORY, Died, RaisedError
+from symfuzz.oracles.verdict import OUT_OF_MEMORY, RaisedError
 
 
 # A traceback's exception line: "pkg.module.SomeError: message" (or no message), unindented,
@@ -42,13 +43,15 @@ def compact_matches(subject, outcome) -> bool:
     """
     symptom, evidence = subject.verdict.symptom, subject.verdict.evidence
     text = outcome.output[-20000:]
-    if symptom == "timeout":
-        return outcome.timed_out
-    if symptom == "process-death":
-        cause = evidence.cause if isinstance(evidence, Died) else None
-        if cause == OUT_OF_MEMORY:
-            return outcome.memory_exceeded
-        return outcome.signal_name == cause
+    if symptom in ("timeout", "process-death"):
+        cause = cause_of(symptom, evidence)
+        if symptom == "timeout":
+            died = outcome.timed_out
+        else:
+            died = outcome.memory_exceeded if cause == OUT_OF_MEMORY else outcome.signal_name == cause
+        # In the same place, where the finding recorded one (corpus/deaths.py).
+        expected = place_from_evidence(evidence)
+        return died and (expected is None or outcome.place is None or same_place(expected, outcome.place))
     if outcome.returncode in (0, None):
         return False
     if symptom in ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "accepts-invalid"):

@@ -1,7 +1,8 @@
 """What counts as "the same bug" while minifying.
 
 - ``SameFailure`` (the default): the candidate fails with the same failure id
-  as the original: its Verdict signature, or the same signal, or a timeout.
+  as the original: its Verdict signature, or the same signal or a timeout in the
+  same place (``corpus/deaths.py``; ``SameDeath`` for a stored death or hang).
   ``SameAsOriginal`` takes that id from the original's own first run.
 - ``ErrorMatches`` (``--match REGEX``): the run fails and its output matches.
 - ``AccuracyFailure`` (``--accuracy``): compiled output differs from eager,
@@ -18,6 +19,7 @@ import shlex
 import shutil
 from pathlib import Path
 
+from symfuzz.corpus.deaths import DeathPlace, same_place
 from symfuzz.minifier.driver import Criterion, QueryOutcome
 
 ACCURACY_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "unsound-guard")
@@ -31,7 +33,7 @@ class SameFailure(Criterion):
         self.description = f"same failure: {failure_id}"
 
     def interesting(self, outcome: QueryOutcome) -> bool:
-        return outcome.failure_id() == self.failure_id
+        return same_failure(self.failure_id, outcome.failure_id())
 
     def explain(self, outcome: QueryOutcome) -> str:
         found = outcome.failure_id()
@@ -58,6 +60,28 @@ class SameAsOriginal(SameFailure):
 
     def interesting(self, outcome: QueryOutcome) -> bool:
         return self.failure_id is not None and super().interesting(outcome)
+
+
+def same_failure(expected, found) -> bool:
+    """Do two failure ids (``QueryOutcome.failure_id``) name the same bug? Equal ids do; so
+    do two deaths or hangs of one cause in the same place, where a generated kernel may have
+    lost fused ops that a dropped statement took with it (``deaths.same_place``)."""
+    if expected == found or expected is None or found is None or "@" not in expected or "@" not in found:
+        return expected == found
+    (cause_a, _, key_a), (cause_b, _, key_b) = expected.partition("@"), found.partition("@")
+    return cause_a == cause_b and same_place(DeathPlace.from_key(key_a), DeathPlace.from_key(key_b))
+
+
+class SameDeath(SameFailure):
+    """SameFailure for a stored death or hang. One stored by an older symfuzz records no place
+    (its signature was one for every death of its lane and cause): the original's own run
+    says where it dies, and that place is kept while shrinking."""
+
+    def calibrate(self, original: QueryOutcome) -> None:
+        found = original.failure_id()
+        if found and "@" not in self.failure_id and found.partition("@")[0] == self.failure_id:
+            self.failure_id = found
+            self.description = f"same failure: {found} (stored without its place by an older symfuzz)"
 
 
 class SameStoredSignature(SameFailure):

@@ -43,8 +43,10 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Protocol
 
 from symfuzz.corpus.atomic import write_json, write_text
+from symfuzz.corpus.deaths import DeathPlace, place_of
 from symfuzz.corpus.replay import ScriptRunner
 from symfuzz.minifier.warm_queries import WarmPool, WarmRunner
+from symfuzz.oracles.verdict import OUT_OF_MEMORY
 from symfuzz.corpus.replay import result_line as parse_result
 
 
@@ -74,6 +76,9 @@ class QueryOutcome:
     output: str
     seconds: float
     memory_exceeded: bool = False
+    # Where it died, hung or grew past the memory limit, from the stack it printed
+    # (corpus/deaths.py); read while a kernel the stack names is still on disk.
+    place: Optional[DeathPlace] = None
 
     @property
     def timed_out(self) -> bool:
@@ -94,12 +99,13 @@ class QueryOutcome:
         timeout, or None if it did not fail (or could not be judged)."""
         if self.result is not None and self.result.get("ok") is False:
             return self.result.get("signature") or self.result.get("symptom")
+        where = f"@{self.place.key}" if self.place is not None else ""
         if self.memory_exceeded:
-            return "process-death:out-of-memory"
+            return f"process-death:{OUT_OF_MEMORY}{where}"
         if self.signal_name:
-            return f"process-death:{self.signal_name}"
+            return f"process-death:{self.signal_name}{where}"
         if self.timed_out:
-            return "timeout"
+            return f"timeout{where}"
         return None
 
 
@@ -150,7 +156,9 @@ def run_query(script_text: str, criterion: Criterion, timeout: float, env: dict,
         runner = runner or ScriptRunner()
         code, out, seconds, exceeded = runner.run_command(criterion.command(script), folder, extra, timeout,
                                                           memory_limit_mb)
-    return QueryOutcome(code, parse_result(out), out, round(seconds, 2), exceeded)
+        died = code is None or code < 0 or exceeded
+        place = place_of(out, hang=code is None or exceeded) if died else None
+    return QueryOutcome(code, parse_result(out), out, round(seconds, 2), exceeded, place)
 
 
 def query_env(cache_dir: Path, env: dict) -> dict:

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from symfuzz.corpus.deaths import cause_of, place_from_evidence
 from symfuzz.corpus.replay import hang_limit
 from symfuzz.corpus.store import load_findings
 from symfuzz.minifier.case_passes import CASE_PASSES
 from symfuzz.minifier.module_passes import with_module_passes
 from symfuzz.minifier.case_subject import CaseSubject
-from symfuzz.minifier.criteria import (AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameFailure,
+from symfuzz.minifier.criteria import (AccuracyFailure, ErrorMatches, ExternalScript, SameAsOriginal, SameDeath,
                                       SameStoredSignature)
 from symfuzz.minifier.driver import Criterion, Driver, OriginalDoesNotFail, Result
 from symfuzz.minifier.script import ScriptError, check_script, prepare_script
@@ -74,11 +75,12 @@ def _paths(options: MinifyOptions, default_dir: Path) -> tuple[Path, Optional[Pa
 def finding_failure_id(finding) -> str:
     """What the fresh-process run of a finding's repro reports when it reproduces."""
     verdict = finding.verdict
-    if verdict.symptom == "process-death":
-        cause = verdict.evidence.cause if isinstance(verdict.evidence, Died) else None
-        return f"process-death:{cause}"
-    if verdict.symptom == "timeout":
-        return "timeout"
+    if verdict.symptom in ("process-death", "timeout"):
+        # Where it died or hung (None: stored by an older symfuzz; SameDeath learns it from the original)
+        place = place_from_evidence(verdict.evidence)
+        where = f"@{place.key}" if place is not None else ""
+        cause = cause_of(verdict.symptom, verdict.evidence)
+        return ("timeout" if verdict.symptom == "timeout" else f"process-death:{cause}") + where
     now = resigned(finding)
     if now is not None:
         # Signed by an older symfuzz: a confirmation's signature is as old as the stored one.
@@ -132,7 +134,7 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
         timeout = hang_limit(evidence.timeout_seconds, options.query_timeout or 0.0)
     memory = evidence.limit_mb if isinstance(evidence, Died) and evidence.out_of_memory else None
     failure_id = finding_failure_id(finding)
-    same = SameFailure(failure_id) if failure_id.startswith(("process-death:", "timeout")) \
+    same = SameDeath(failure_id) if failure_id.startswith(("process-death:", "timeout")) \
         else SameStoredSignature(failure_id, stored=finding.verdict.signature)
     criterion = _criterion(options, same)
     work, repro = _paths(options, folder / "minified")

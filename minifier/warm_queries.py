@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from symfuzz.corpus.deaths import ask_for_stack
 from symfuzz.corpus.replay import ScriptRunner, resident_mb
 
 # How long a server may take to import torch and say it is ready (a loaded 2-core machine takes ~10 s).
@@ -204,6 +205,8 @@ class WarmRunner(ScriptRunner):
                     elif memory_limit_mb and resident_mb(pid) > memory_limit_mb:
                         exceeded = True
                     if timed_out or exceeded or self.cancelled:
+                        if not self.cancelled:  # where it hung or grew, for its signature (corpus/deaths.py)
+                            ask_for_stack(pid)
                         _kill_group(pid)
                         code = server.ended(pid, 30)
                         if code is None:

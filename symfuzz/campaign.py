@@ -46,6 +46,7 @@ from typing import Optional
 from symfuzz.canary import canary_failure
 from symfuzz.corpus.atomic import DiskFullError, append_line, write_json, write_text
 from symfuzz.corpus.case_corpus import CaseCorpus
+from symfuzz.corpus.deaths import ask_for_stack, death_signature, place_of
 from symfuzz.corpus.finding import Finding, environment, read_finding
 from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
 from symfuzz.corpus.store import FindingStore
@@ -67,6 +68,8 @@ CASE_TIMEOUT_FLOOR = 30.0
 
 CANARY_TIMEOUT = 120.0
 
+# How much of a dead or killed worker's log is read for the stack faulthandler printed.
+DUMP_TAIL_BYTES = 64 * 1024
 CORPUS_PREFIX = "corpus:"  # the index of a replayed corpus case: "corpus:<its digest>"
 
 # More calls per symbolic compile, at new sizes inside its guards (CampaignConfig.reuse_calls):
@@ -364,9 +367,17 @@ class Worker(WorkerSlot):
 
     def kill(self, reason: str) -> None:
         self.killed_for = reason
+        if reason in ("timeout", "out-of-memory"):  # where it is, for the finding's signature (corpus/deaths.py)
+            ask_for_stack(self.proc.pid, wait=self._wait_quietly)
         try:
             self.proc.kill()
         except ProcessLookupError:
+            pass
+
+    def _wait_quietly(self, seconds: float) -> None:
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
             pass
 
     def close(self) -> None:
@@ -624,10 +635,6 @@ class Campaign:
             self.flaky.add(finding)
 
     def death_finding(self, worker: Worker, returncode: Optional[int]) -> Optional[Finding]:
-        # deferred: the runtime imports torch, which the campaign's own process loads only once it
-        # has a finding to record
-        from symfuzz.fuzz.script_runtime import signature
-
         if worker.judged:
             # It died in triage, after the oracles had spoken: keep their verdict.
             verdict = worker.judged[0]
@@ -635,18 +642,24 @@ class Campaign:
                            triage={"stage": verdict.stage, "note": "the worker died during triage"})
         reason = worker.killed_for
         log_tail = worker.log_tail()
+        # Signed by where it died or hung: the stack faulthandler printed (corpus/deaths.py), read
+        # from a longer tail than the evidence keeps (a deep stack runs to several kB).
+        place = place_of(worker.log_tail(DUMP_TAIL_BYTES), hang=reason in ("timeout", "out-of-memory"))
+        where = {"phase": place.phase, "frames": list(place.frames)}
         if reason == "timeout":
-            symptom, key = "timeout", "timeout"
-            evidence = Hung(timeout_seconds=self.config.case_timeout, worker_log_tail=log_tail)
+            symptom, cause = "timeout", "timeout"
+            evidence = Hung(timeout_seconds=self.config.case_timeout, worker_log_tail=log_tail, **where)
         elif reason == "out-of-memory":
-            symptom, key = "process-death", OUT_OF_MEMORY
-            evidence = Died(cause=OUT_OF_MEMORY, limit_mb=self.config.memory_limit_mb, worker_log_tail=log_tail)
+            symptom, cause = "process-death", OUT_OF_MEMORY
+            evidence = Died(cause=OUT_OF_MEMORY, limit_mb=self.config.memory_limit_mb, worker_log_tail=log_tail,
+                            **where)
         else:
             cause = _death_cause(returncode)
-            symptom, key = "process-death", cause
-            evidence = Died(cause=cause, returncode=returncode, worker_log_tail=log_tail)
+            symptom = "process-death"
+            evidence = Died(cause=cause, returncode=returncode, worker_log_tail=log_tail, **where)
+        sig = death_signature(symptom, self.config.lane.name, cause, place)
         verdict = Verdict(ok=False, oracle=ISOLATION, symptom=symptom, stage="unknown",
-                          signature=signature(symptom, self.config.lane.name, key), call_index=None, evidence=evidence)
+                          signature=sig, call_index=None, evidence=evidence)
         return Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json())
 
     # ------------------------------------------------------------ main loop

@@ -38,6 +38,7 @@ from typing import Optional
 
 import ray
 
+from symfuzz.corpus.deaths import ask_for_stack
 from symfuzz.corpus.replay import resident_mb
 from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
 
@@ -123,11 +124,20 @@ class WorkerHost:
         return (f"[symfuzz: {skipped} bytes of worker stderr skipped]\n" if skipped else "") + text
 
     def kill(self) -> bool:
+        # Asked first where it is (a hang's or runaway's signature: corpus/deaths.py); its stderr
+        # reaches the campaign with the next poll.
+        ask_for_stack(self.proc.pid, wait=self._wait_quietly)
         try:
             self.proc.kill()
         except ProcessLookupError:
             pass
         return True
+
+    def _wait_quietly(self, seconds: float) -> None:
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
 
     def close(self, timeout: float) -> None:
         """Close the worker's stdin (it exits after its case); kill it after ``timeout``."""

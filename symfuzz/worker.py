@@ -27,6 +27,7 @@ import traceback
 from dataclasses import replace
 
 from symfuzz.canary import canary_case
+from symfuzz.corpus.deaths import enable as enable_stack_dumps
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.drawing import generate
 from symfuzz.oracles.lanes.lane import get_lane, prepare_process
@@ -179,6 +180,9 @@ def main(argv=None) -> int:
     parser.add_argument("--reuse-calls", type=int, default=0,
                         help="more calls per symbolic compile, inside its guards (CampaignConfig.reuse_calls)")
     args = parser.parse_args(argv)
+    # A segfault prints the stack it died on, and so does a hang when the campaign asks
+    # before it kills: the finding is signed by that place (corpus/deaths.py).
+    enable_stack_dumps()
 
     # Keep the protocol stream clean: whatever torch prints goes to stderr.
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)

@@ -76,6 +76,7 @@ def test_repro_needs_only_torch_and_holds_the_program():
     source = render_repro(finding())
     imports = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", source, re.M))
     assert {i.split(".")[0] for i in imports} <= {"os", "json", "sys", "math", "torch", "hashlib", "re", "time",
+                                                  "faulthandler", "signal",
                                                   "traceback", "triton"}
     assert "def fn(" in source and "torch.compile(fn, backend='eager'" in source
     compile(source, "repro.py", "exec")
