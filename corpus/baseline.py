@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from symfuzz.corpus.atomic import locked, write_text
+from symfuzz.corpus.deaths import place_from_evidence
 from symfuzz.corpus.finding import Finding, FindingFormatError, kind_of, read_json_file, signature_problem
 from symfuzz.oracles.verdict import Died, FakeRealMismatch, Hung, OutputMismatch, RaisedError, UnsoundGuard
 
@@ -36,6 +37,7 @@ class BaselineError(ValueError):
 class Baseline:
     path: Path
     entries: dict  # signature -> entry
+    resigned: dict = field(default_factory=dict)  # old signature -> new, by ``resign`` (not kept by ``save``)
 
     def __contains__(self, signature: str) -> bool:
         return signature in self.entries
@@ -66,6 +68,31 @@ class Baseline:
             added.append(finding.signature)
         return added
 
+    def old_signed(self) -> list[tuple[str, str]]:
+        """(signature, what it stood for) of each entry signed the way an older symfuzz signed
+        a whole class of bugs (``old_signing``), in signature order."""
+        return [(sig, what) for sig, entry in sorted(self.entries.items()) if (what := old_signing(entry))]
+
+    def old_signed_notes(self) -> list[str]:
+        """One line per old-signed entry: what changed, and how to re-sign it."""
+        return [f"baseline {self.path}: entry {sig} was signed by an older symfuzz, which gave {what} that one "
+                f"signature; it now stands for its own bug only, so another such bug is new. Re-sign it from "
+                f"its repro with `symfuzz replay --baseline {self.path}`" for sig, what in self.old_signed()]
+
+    def resign(self, old: str, new: str, evidence: dict) -> None:
+        """Key entry ``old`` by ``new``, its signature from today's symfuzz, with ``evidence``'s
+        fields added to its repro's (where it died; which gradient); its date, torch version
+        and reason stay. Where ``new`` is listed already, the old entry just goes."""
+        entry = self.entries.pop(old)
+        self.resigned[old] = new
+        if new in self.entries:
+            return
+        repro = dict(entry.get("repro") or {})
+        verdict = dict(repro.get("verdict") or {})
+        verdict.update(signature=new, evidence={**(verdict.get("evidence") or {}), **evidence})
+        repro["verdict"] = verdict
+        self.entries[new] = {**entry, "signature": new, "repro": repro, "resigned_from": old}
+
     def save(self) -> None:
         """Write the file. Under a lock, entries another process saved since this one was
         loaded are kept (two `symfuzz accept` runs at once both land); this one's entries,
@@ -75,6 +102,7 @@ class Baseline:
                 on_disk = load_baseline(self.path, missing_ok=True).entries
             except BaselineError:
                 on_disk = {}  # unreadable now: it was readable when loaded, so this run's copy replaces it
+            on_disk = {sig: entry for sig, entry in on_disk.items() if sig not in self.resigned}
             self.entries = {**on_disk, **self.entries}
             write_text(self.path, render(self.entries))
 
@@ -141,6 +169,26 @@ def _entry_problem(sig: str, entry) -> str | None:
     return None
 
 
+def old_signing(entry: dict) -> str | None:
+    """What an entry's signature stood for when an older symfuzz gave it to a whole class of
+    bugs: every death of a lane by one signal, every hang of a lane, every wrong gradient of a
+    lane (of one kind). None for an entry signed by where it failed (corpus/deaths.py: a
+    phase in its evidence) or by which input's gradient differs (``gradient_of``)."""
+    repro = entry.get("repro") if isinstance(entry.get("repro"), dict) else {}
+    verdict = repro.get("verdict") if isinstance(repro.get("verdict"), dict) else {}
+    evidence = verdict.get("evidence") if isinstance(verdict.get("evidence"), dict) else {}
+    symptom = verdict.get("symptom") or entry.get("symptom")
+    lane = entry.get("lane") or (repro.get("lane") or {}).get("name") or "?"
+    if symptom == "process-death" and "phase" not in evidence:
+        return f"every death by {evidence.get('cause') or 'a signal'} on lane {lane}"
+    if symptom == "timeout" and "phase" not in evidence:
+        return f"every hang on lane {lane}"
+    gradient = symptom == "gradient-mismatch" or evidence.get("reused_symptom") == "gradient-mismatch"
+    if gradient and str(evidence.get("path") or "").startswith("out[2]") and "gradient_of" not in evidence:
+        return f"every wrong gradient (of one kind) on lane {lane}"
+    return None
+
+
 def entry_for(finding: Finding) -> dict:
     verdict = finding.verdict
     return {
@@ -176,9 +224,9 @@ def describe(finding: Finding) -> str:
     elif isinstance(evidence, FakeRealMismatch):
         what = evidence.detail
     elif isinstance(evidence, Hung):
-        what = f"ran past {evidence.timeout_seconds:.0f}s"
+        what = f"ran past {evidence.timeout_seconds:.0f}s" + _where(evidence)
     elif isinstance(evidence, Died):
-        what = f"the process died ({evidence.cause})"
+        what = f"the process died ({evidence.cause})" + _where(evidence)
     else:
         what = getattr(evidence, "detail", "") or type(evidence).__name__
     ops = _program_ops(finding.case)
@@ -186,6 +234,12 @@ def describe(finding: Finding) -> str:
     layer = (finding.triage or {}).get("stage") or verdict.stage
     line = f"{verdict.symptom} in {layer}{where}: {what}" + (f" (ops: {', '.join(ops)})" if ops else "")
     return " ".join(line.split())[:300]
+
+
+def _where(evidence) -> str:
+    """Where a death or hang happened, as its evidence records it ("" if it records nothing)."""
+    place = place_from_evidence(evidence)
+    return f" {place.describe()}" if place is not None else ""
 
 
 def _program_ops(case: dict) -> list[str]:

@@ -16,11 +16,12 @@ from pathlib import Path
 from symfuzz.campaign import CASE_TIMEOUT_FLOOR, REUSE_CALLS, Campaign, CampaignConfig, CampaignError, Terminated
 from symfuzz.corpus.atomic import DiskFullError
 from symfuzz.corpus.case_corpus import CorpusError
-from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline
+from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline, old_signing
 from symfuzz.corpus.regression import ReferenceError, judge_against_reference, reference_torch
 from symfuzz.corpus.replay import replay_finding
 from symfuzz.corpus.finding import FindingFormatError, check_case
 from symfuzz.corpus.store import scan_findings
+from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.specs import all_specs
 from symfuzz.gate import POLICIES, fails, gate_exit_code, judge_findings, write_gate
 from symfuzz.merge import MergeError, merge_outputs
@@ -360,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--module-rate", type=share, default=None, metavar="RATE",
                       help="share of programs drawn as nn.Module programs: parameters, buffers, train/eval, "
                            "training steps (0-1; default 0.1)")
+    fuzz.add_argument("--gradient-share", type=share, default=None, metavar="RATE",
+                      help="share of programs with a floating input whose calls compare gradients too, a "
+                           "backward compiled by AOTAutograd (0-1; default 0.4)")
     fuzz.add_argument("--minify", action="store_true",
                       help="minify each new confirmed finding (writes FINDING/minified/repro.py)")
     fuzz.add_argument("--minify-budget", type=duration, default=300.0, help="time per finding for --minify (default 5m)")
@@ -608,6 +612,8 @@ def cmd_fuzz(args) -> int:
                   "guard_planning": not args.no_guard_planning}
     if args.module_rate is not None:
         gen_config["module_rate"] = args.module_rate
+    if args.gradient_share is not None:
+        gen_config["gradient_share"] = args.gradient_share
     if args.ops is not None:
         names = [n.strip() for n in args.ops.split(",") if n.strip()]
         if not names:
@@ -713,9 +719,30 @@ def fuzz_exit_code(stats: dict, gate: dict | None = None) -> int:
 
 def _baseline(path: Path):
     try:
-        return load_baseline(path)
+        baseline = load_baseline(path)
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
+    _say_old_signed(baseline)
+    return baseline
+
+
+def _say_old_signed(baseline) -> None:
+    """Say once, on stderr, which entries an older symfuzz signed for a whole class of bugs."""
+    for line in baseline.old_signed_notes():
+        print(f"note: {line}", file=sys.stderr)
+
+
+def _resign_evidence(finding, outcome) -> dict:
+    """What a re-signed baseline entry's evidence gains: where a death or hang happened
+    (from the replay), or which input's gradient differs (from its case)."""
+    if outcome.place is not None:
+        return dict(outcome.place)
+    path = getattr(finding.verdict.evidence, "path", None)
+    # deferred: it imports torch, which only a replay that got this far has loaded
+    from symfuzz.fuzz.script_runtime import gradient_of
+
+    consumers = gradient_of(path, Case.from_json(finding.case).gradient_ops())
+    return {"gradient_of": consumers} if consumers else {}
 
 
 def _check_gate(args) -> None:
@@ -844,6 +871,7 @@ def cmd_replay(args) -> int:
                          "or a folder of them)")
     counts = {"reproduced": 0, "fixed": 0, "failing": 0, "unjudged": 0}
     fixed_known = []
+    resigned = []  # (old, new) baseline signatures
     for where, finding in findings:
         sig = finding.signature
         known = baseline is not None and sig in baseline
@@ -861,6 +889,11 @@ def cmd_replay(args) -> int:
             regression = verdict.status
             note += f"; {verdict.status} ({verdict.reason})"
         print(f"{sig}: {note}  [{outcome.seconds}s]  repro: {where}")
+        if (args.path is None and still_fails and outcome.signature and outcome.signature != sig
+                and old_signing(baseline.entries[sig])):
+            baseline.resign(sig, outcome.signature, _resign_evidence(finding, outcome))
+            resigned.append((sig, outcome.signature))
+            print(f"{sig}: re-signed as {outcome.signature} (where it fails now names it, not its lane alone)")
         if outcome.status == "fixed" and known:
             fixed_known.append(sig)
         counts["reproduced"] += still_fails
@@ -877,6 +910,10 @@ def cmd_replay(args) -> int:
           + (f" ({len(fixed_known)} baseline entries no longer reproduce: {', '.join(fixed_known)})" if fixed_known else "")
           + (f", {counts['unjudged']} could not be judged" if counts["unjudged"] else "")
           + (f", {len(unreadable)} skipped: cannot be read (listed on stderr)" if unreadable else ""))
+    if resigned:
+        baseline.save()
+        print(f"{args.baseline}: {len(resigned)} entries re-signed: "
+              + ", ".join(f"{old} -> {new}" for old, new in resigned))
     if counts["failing"]:
         return EXIT_FINDINGS
     if counts["unjudged"]:
@@ -901,6 +938,7 @@ def cmd_accept(args) -> int:
         baseline = load_baseline(args.baseline, missing_ok=True)
     except BaselineError as exc:
         raise UsageError(f"{exc} (nothing was accepted; the file is unchanged)") from None
+    _say_old_signed(baseline)
     added = baseline.accept(findings)
     if added or not args.baseline.exists():
         baseline.save()
