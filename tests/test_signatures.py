@@ -17,8 +17,10 @@ import pytest
 import torch
 from torch._dynamo.backends import registry
 
+from symfuzz.corpus.deaths import coarse_signature, death_signature, place_of
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.replay import replay_finding
+from symfuzz.corpus.replay import ScriptRunner, replay_finding
+from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz import script_runtime
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import Input, OpNode, Program
@@ -26,7 +28,7 @@ from symfuzz.oracles.crash import crash_oracle
 from symfuzz.oracles.differential import differential_oracle
 from symfuzz.oracles.lanes.execute import execute
 from symfuzz.oracles.lanes.lane import get_lane
-from symfuzz.oracles.verdict import Verdict
+from symfuzz.oracles.verdict import Died, Hung, Verdict
 
 from conftest import ROOT, planted_env
 
@@ -269,3 +271,183 @@ def test_compare_names_how_outputs_differ_without_sizes_or_values():
         assert diff["kind"] == kind, (kind, diff)
         assert script_runtime.failure_key(diff, ["tanh"]) == "tanh|" + kind
     assert script_runtime.compare(((e32,), ()), ((e32, e32), ()))["kind"] == "count:more"
+
+
+# ---------------------------------------------------------------- wrong gradients
+
+
+def _gradient_scaled(targets):
+    """A backend like "eager" whose graphs that call one of ``targets`` hand back outputs whose
+    gradient is 1.5 times the true one (forward values stay right)."""
+    original = registry.lookup_backend("eager")
+
+    class Scaled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 1.5
+
+    def backend(gm, example_inputs):
+        compiled = original(gm, example_inputs)
+        if not any(node.target in targets for node in gm.graph.nodes):
+            return compiled
+
+        def scaled(*args):
+            outs = compiled(*args)
+            fix = lambda t: Scaled.apply(t) if isinstance(t, torch.Tensor) and t.requires_grad else t  # noqa: E731
+            return type(outs)(fix(t) for t in outs) if isinstance(outs, (list, tuple)) else fix(outs)
+
+        return scaled
+
+    return backend
+
+
+def with_grads(case):
+    """``case`` with its first input requiring grad at every call."""
+    calls = tuple(Call((ArgSpec(c.args[0].shape, c.args[0].dtype, c.args[0].seed, requires_grad=True),))
+                  for c in case.schedule.calls)
+    return Case(case.program, Schedule(case.schedule.dynamic, calls))
+
+
+def test_one_wrong_gradient_keeps_its_signature_across_sizes_seeds_and_dtypes(plant):
+    plant(_gradient_scaled((torch.tanh, torch.Tensor.tanh)))
+    verdicts = [
+        judged(with_grads(case_of(["tanh"]))),
+        judged(with_grads(case_of(["tanh", "abs"], shapes=((7,), (2,)), seed=40))),
+        judged(with_grads(case_of(["tanh"], dtype="float64", shapes=((2, 3, 5),), dynamic=None))),
+    ]
+    assert {v.symptom for v in verdicts} == {"gradient-mismatch"}
+    assert {v.evidence.gradient_of for v in verdicts} == {"tanh"}
+    assert len({v.signature for v in verdicts}) == 1, [v.evidence.detail for v in verdicts]
+
+
+def test_wrong_gradients_through_two_ops_have_two_signatures(plant):
+    """Keyed by the op that consumes the input whose gradient differs: a wrong gradient
+    through tanh and one through exp are two bugs (an older symfuzz gave every wrong
+    gradient of a lane one signature)."""
+    plant(_gradient_scaled((torch.tanh, torch.Tensor.tanh)))
+    through_tanh = judged(with_grads(case_of(["tanh"])))
+    plant(_gradient_scaled((torch.exp, torch.Tensor.exp)))
+    through_exp = judged(with_grads(case_of(["exp"])))
+    assert through_tanh.symptom == through_exp.symptom == "gradient-mismatch"
+    assert (through_tanh.evidence.gradient_of, through_exp.evidence.gradient_of) == ("tanh", "exp")
+    assert through_tanh.signature != through_exp.signature
+
+
+def test_a_gradient_key_names_the_ops_that_consume_each_input():
+    program = Program((Input("x0", "float32", ("s0",)), Input("x1", "float32", ("s0",))),
+                      (OpNode("v1", "tanh", ("x0",)), OpNode("v2", "mul", ("v1", "x1")),
+                       OpNode("v3", "exp", ("x1",))), ("v2", "v3"))
+    calls = (Call((ArgSpec((3,), "float32", 1, requires_grad=True), ArgSpec((3,), "float32", 2, requires_grad=True))),)
+    case = Case(program, Schedule(True, calls))
+    assert case.gradient_ops() == ["tanh", "exp+mul"]
+    failure = {"symptom": "gradient-mismatch", "path": "out[2][1]", "kind": "float:finite"}
+    assert script_runtime.failure_key(failure, case.output_ops(), case.gradient_ops()) == "grad:exp+mul|float:finite"
+
+
+# ---------------------------------------------------------------- deaths and hangs
+#
+# Real processes die here: each case's repro runs in a fresh process with bugs planted by
+# tests/plants/sitecustomize.py, and its death or hang is signed from the stack that
+# faulthandler printed (corpus/deaths.py), as a campaign signs a worker's.
+
+DEATHS = "segfault-cos,segfault-exp-at-run"  # cos: dies compiling; exp: dies in the compiled forward
+HANGS = "hang-sin,hang-exp-at-run"  # sin: hangs compiling; exp: hangs in the compiled forward
+
+
+def died(case, plants, tmp_path, lane=EAGER, cause="SIGSEGV"):
+    """The replay of ``case`` as a death finding stored without a place (as an older symfuzz
+    stored them): reproduced by its cause, with the signature of where it died now."""
+    verdict = Verdict(ok=False, oracle="isolation", symptom="process-death", stage="unknown",
+                      signature=coarse_signature("process-death", lane.name, cause), evidence=Died(cause=cause))
+    finding = Finding(case=case.to_json(), verdict=verdict, lane=lane.to_json())
+    env = {**planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    outcome = replay_finding(finding, timeout=300, env_extra=env)
+    assert outcome.status == "reproduced" and outcome.signature, outcome.output_tail
+    return outcome
+
+
+def hung(case, plants, tmp_path):
+    """The signature of ``case``'s hang: its repro is asked where it is after 8 s, then killed."""
+    finding = Finding(case=case.to_json(), verdict=Verdict(ok=False, oracle="isolation", symptom="timeout",
+                                                          evidence=Hung(timeout_seconds=8)), lane=EAGER.to_json())
+    script = tmp_path / f"hang-{case.program.ops()[0]}.py"
+    script.write_text(render_repro(finding))
+    env = {**planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    code, out, _, _ = ScriptRunner().run(script, env, timeout=8)
+    assert code is None, out[-3000:]
+    place = place_of(out, hang=True)
+    assert place.frames, out[-3000:]
+    return death_signature("timeout", EAGER.name, "timeout", place), place
+
+
+def test_one_death_keeps_its_signature_across_programs_sizes_seeds_and_processes(tmp_path):
+    a = died(case_of(["exp"], shapes=((3, 4), (5, 4))), DEATHS, tmp_path)
+    b = died(case_of(["abs", "exp", "tanh"], shapes=((7,), (2,)), seed=40, dynamic=None), DEATHS, tmp_path)
+    assert a.place == b.place and a.signature == b.signature
+    assert a.place["phase"] == "compiled forward" and a.place["frames"][:2] == [
+        "sitecustomize.py:_null_read", "sitecustomize.py:faulty_compiled_forward"]
+
+
+def test_deaths_in_two_places_have_two_signatures(tmp_path):
+    """One signal, one lane: an older symfuzz gave both one signature."""
+    compiling = died(case_of(["cos"]), DEATHS, tmp_path)
+    at_run = died(case_of(["exp"]), DEATHS, tmp_path)
+    assert compiling.place["phase"] == "compiling" and at_run.place["phase"] == "compiled forward"
+    assert compiling.signature != at_run.signature
+
+
+def test_deaths_in_a_forward_and_a_backward_kernel_have_two_signatures(tmp_path):
+    """A real generated kernel: Inductor's cos reads out of bounds at symbolic sizes. The forward
+    of cos dies in the kernel that computes it; the backward of sin (whose derivative is cos)
+    in the compiled backward's. Each is named by the kernel's fused ops, not its file."""
+    inductor = get_lane("inductor-cpp")
+    forward = died(case_of(["cos"]), "segfault-cos-index", tmp_path, lane=inductor)
+    backward = died(with_grads(case_of(["sin"])), "segfault-cos-index", tmp_path, lane=inductor)
+    assert forward.place["phase"] == "compiled forward"
+    assert forward.place["frames"][0] == "<kernel cpp_fused_cos>", forward.place
+    assert backward.place["phase"] == "compiled backward"
+    assert backward.place["frames"][0].startswith("<kernel cpp_fused_") and "cos" in backward.place["frames"][0]
+    assert forward.signature != backward.signature
+    again = died(case_of(["cos"], shapes=((6, 2), (9, 2)), seed=7), "segfault-cos-index", tmp_path, lane=inductor)
+    assert again.signature == forward.signature
+
+
+def test_one_hang_keeps_its_signature_and_hangs_in_two_places_have_two(tmp_path):
+    a, at_run = hung(case_of(["exp"], shapes=((3, 4), (5, 4))), HANGS, tmp_path)
+    b, _ = hung(case_of(["exp", "abs"], shapes=((7,), (2,)), seed=40), HANGS, tmp_path)
+    c, compiling = hung(case_of(["sin"]), HANGS, tmp_path)
+    assert a == b
+    assert (at_run.phase, compiling.phase) == ("compiled forward", "compiling")
+    assert a != c
+
+
+def test_a_death_stack_names_torch_frames_and_kernels_not_paths_lines_or_hashes(tmp_path):
+    generated = tmp_path / "ab" / ("c" + "x7" * 20 + ".py")
+    generated.parent.mkdir()
+    generated.write_text("def call(args):\n    buf0 = empty()\n    cpp_fused_cos_mul_3(arg0_1, buf0, s27)\n")
+    dump = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Thread 0x00007f503c8ff6c0 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 982 in run\n\n'
+        "Current thread 0x00007f5072213b80 (most recent call first):\n"
+        f'  File "{generated}", line 3 in call\n'
+        '  File "/venv/lib/python3.11/site-packages/torch/_inductor/output_code.py", line 763 in __call__\n'
+        f'  File "{script_runtime.__file__}", line 5 in run_call\n'  # the harness's own
+        '  File "/venv/lib/python3.11/site-packages/torch/_functorch/_aot_autograd/subclass_codegen.py:codegen(w)", '
+        "line 8 in _runtime_wrapper\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", line 1446 in _fn\n'
+        '  File "/tmp/symfuzz-replay-abc/repro.py", line 21 in fn\n'
+        '  File "/tmp/symfuzz-replay-abc/repro.py", line 40 in <module>\n\n'
+        "Extension modules: torch._C (total: 1)\n"
+    )
+    place = place_of("earlier output\n" + dump)
+    assert place.phase == "compiled forward"
+    assert place.frames == ("<kernel cpp_fused_cos_mul>", "torch/_inductor/output_code.py:__call__",
+                            "torch/_functorch/_aot_autograd/subclass_codegen.py:_runtime_wrapper")
+    moved = dump.replace("line 763", "line 901").replace("/venv/", "/other/env/").replace("/tmp/symfuzz-replay-abc",
+                                                                                          "/tmp/q")
+    assert place_of(moved) == place

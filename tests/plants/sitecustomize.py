@@ -413,6 +413,147 @@ def plant_lost_buffer_mutation():
     wrappers.apply_in_graph_mutations = apply_in_graph_mutations
 
 
+def _at_run_in_eager_backend(targets, effect):
+    """The Dynamo-only "eager" backend compiles as usual, but the function it returns for a
+    graph that calls one of ``targets`` runs ``effect()`` first on every call: a fault in
+    the compiled forward, not while compiling."""
+    from torch._dynamo.backends import registry
+
+    original = registry.lookup_backend("eager")
+
+    def backend(gm, example_inputs):
+        compiled = original(gm, example_inputs)
+        if not any(node.target in targets for node in gm.graph.nodes):
+            return compiled
+
+        def faulty_compiled_forward(*args):
+            effect()
+            return compiled(*args)
+
+        return faulty_compiled_forward
+
+    registry._COMPILER_FNS["eager"] = backend
+
+
+def _null_read():
+    import ctypes
+
+    ctypes.string_at(0)  # SIGSEGV
+
+
+def _spin():
+    import time
+
+    while True:
+        time.sleep(1)
+
+
+def plant_segfault_exp_at_run():
+    """A crash that kills the process in the compiled forward (not while compiling): a
+    graph with torch.exp compiles on the "eager" backend, and dereferences NULL when called."""
+    import torch
+
+    _at_run_in_eager_backend((torch.exp, torch.Tensor.exp), _null_read)
+
+
+def plant_hang_exp_at_run():
+    """A hang in the compiled forward: a graph with torch.exp compiles on the "eager"
+    backend, and never returns when called."""
+    import torch
+
+    _at_run_in_eager_backend((torch.exp, torch.Tensor.exp), _spin)
+
+
+class _ScaledGradient:
+    """An identity on outputs whose backward scales the gradient by 1.5."""
+
+    function = None
+
+    @classmethod
+    def apply(cls, t):
+        import torch
+
+        if cls.function is None:
+            class Scaled(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.view_as(x)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 1.5
+
+            cls.function = Scaled
+        return cls.function.apply(t)
+
+
+def _gradient_wrong_in_eager_backend(targets):
+    """A wrong gradient, cheaply (no Inductor): the "eager" backend's compiled function for a
+    graph that calls one of ``targets`` returns its floating outputs through an identity
+    whose backward scales the gradient by 1.5. Forward values stay right."""
+    from torch._dynamo.backends import registry
+
+    original = registry.lookup_backend("eager")
+
+    def backend(gm, example_inputs):
+        compiled = original(gm, example_inputs)
+        if not any(node.target in targets for node in gm.graph.nodes):
+            return compiled
+
+        def scaled(*args):
+            import torch
+
+            outs = compiled(*args)
+            fix = lambda t: _ScaledGradient.apply(t) if isinstance(t, torch.Tensor) and t.requires_grad else t  # noqa: E731
+            return type(outs)(fix(t) for t in outs) if isinstance(outs, (list, tuple)) else fix(outs)
+
+        return scaled
+
+    registry._COMPILER_FNS["eager"] = backend
+
+
+def plant_grad_wrong_tanh_eager():
+    import torch
+
+    _gradient_wrong_in_eager_backend((torch.tanh, torch.Tensor.tanh))
+
+
+def plant_grad_wrong_exp_eager():
+    import torch
+
+    _gradient_wrong_in_eager_backend((torch.exp, torch.Tensor.exp))
+
+
+def plant_segfault_cos_index():
+    """A crash in a generated kernel: Inductor's lowering of aten.cos reads its input 2**44
+    rows past its start when a size of the input is symbolic (an index-arithmetic bug), so
+    the C++ kernel that computes cos segfaults; static-shape compiles stay correct. A
+    program's forward cos dies in the compiled forward, and the backward of sin (whose
+    derivative is cos) in the compiled backward."""
+    import torch
+    import torch._inductor.lowering as lowering
+    from torch._inductor import ir
+
+    aten = torch.ops.aten
+    original = lowering.lowerings[aten.cos.default]
+
+    def cos_lowering(x):
+        out = original(x)
+        if not any(_is_symbolic(s) for s in x.get_size()):
+            return out
+        load = out.make_loader()
+
+        def far_away(index):
+            index = list(index)
+            index[0] = index[0] + 2 ** 44
+            return load(index)
+
+        return ir.Pointwise.create(device=out.get_device(), dtype=out.get_dtype(), inner_fn=far_away,
+                                   ranges=list(out.get_size()))
+
+    lowering.lowerings[aten.cos.default] = cos_lowering
+
+
 PLANTS = {
     "lost-buffer-mutation": plant_lost_buffer_mutation,
     "dropped-comparison-guard": plant_dropped_comparison_guard,
@@ -421,6 +562,11 @@ PLANTS = {
     "abs-symbolic": plant_abs_wrong_when_symbolic,
     "grad-symbolic": plant_tanh_backward_wrong_when_symbolic,
     "segfault-cos": plant_segfault_on_cos,
+    "segfault-exp-at-run": plant_segfault_exp_at_run,
+    "segfault-cos-index": plant_segfault_cos_index,
+    "hang-exp-at-run": plant_hang_exp_at_run,
+    "grad-wrong-tanh-eager": plant_grad_wrong_tanh_eager,
+    "grad-wrong-exp-eager": plant_grad_wrong_exp_eager,
     "hang-sin": plant_hang_on_sin,
     "slow-compile-sin": plant_slow_compile_on_sin,
     "slow-generation": plant_slow_generation,
