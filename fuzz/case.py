@@ -295,12 +295,27 @@ class Case:
         return [_consumers(self.program, name) for name in wanted]
 
 
-def _consumers(program: Program, name: str) -> str:
-    """The ops that read tensor ``name`` ("+"-joined, sorted), or "input" where none does."""
-    kinds = {BranchNode: "branch", CondNode: "cond", ExprNode: "expr"}
+def _consumers(program: Program, name: str, through: frozenset = frozenset()) -> str:
+    """The ops that read tensor ``name`` ("+"-joined, sorted), or "input" where none does.
+
+    A branch, ``torch.cond`` or expression node counts by the ops its expressions call
+    (``x1.abs()``, ``torch.relu(v2)``); one that calls none (``x0 * f1``) passes the
+    input on, and the ops that read its result count instead."""
     ops = set()
     for node in program.body:
         if isinstance(node, (SizeNode, CheckNode)) or name not in node_reads(node):
             continue  # reading only its sizes, or stating a fact, passes no gradient
-        ops.add(node.op if isinstance(node, (OpNode, EffectNode)) else kinds.get(type(node), "?"))
+        if isinstance(node, (OpNode, EffectNode)):
+            ops.add(node.op)
+            continue
+        text = " ".join(str(getattr(node, f, "")) for f in ("cond", "then", "orelse", "expr"))
+        called = {op for receiver, op in _CALLED.findall(text) if receiver != "math"}
+        if called:
+            ops |= called
+        elif node.out not in through:
+            ops |= set(_consumers(program, node.out, through | {node.out}).split("+")) - {"input"}
     return "+".join(sorted(ops)) or "input"
+
+
+# A call in an expression's text: ``x.abs(``, ``torch.relu(``, ``F.gelu(`` (sizes' methods and math aside).
+_CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.(?!size\b|shape\b|dim\b|numel\b)([a-z_]\w*)\(")

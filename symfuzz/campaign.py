@@ -644,7 +644,7 @@ class Campaign:
         log_tail = worker.log_tail()
         # Signed by where it died or hung: the stack faulthandler printed (corpus/deaths.py), read
         # from a longer tail than the evidence keeps (a deep stack runs to several kB).
-        place = place_of(worker.log_tail(DUMP_TAIL_BYTES), hang=reason in ("timeout", "out-of-memory"))
+        place = place_of(worker.case_log(DUMP_TAIL_BYTES), hang=reason in ("timeout", "out-of-memory"))
         where = {"phase": place.phase, "frames": list(place.frames)}
         if reason == "timeout":
             symptom, cause = "timeout", "timeout"

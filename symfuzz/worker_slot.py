@@ -58,6 +58,7 @@ class WorkerSlot:
         self.warming = False  # a warm-up run of the canary program is in flight (``start_warmup``)
         self.warmed = False  # it was sent one (once is enough)
         self.killed_for: Optional[str] = None
+        self.log_mark = 0
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
 
     def _send(self, request: dict) -> bool:
@@ -68,6 +69,7 @@ class WorkerSlot:
         """Hand over case ``index`` (or, for a corpus replay, the stored ``case``
         under the index "corpus:NAME"); False if the worker is already gone."""
         self.index, self.case, self.judged, self.since = index, None, [], time.monotonic()
+        self.log_mark = _size(self.log_path)  # where this case's output starts (``case_log``)
         if self._send({"index": index} if case is None else {"index": index, "case": case}):
             return True
         self.index = None  # its end-of-stream event will replace it
@@ -103,6 +105,23 @@ class WorkerSlot:
 
     def log_tail(self, limit: int = 4000) -> str:
         return tail(self.log_path, limit)
+
+    def case_log(self, limit: int) -> str:
+        """The last ``limit`` bytes of what the worker wrote since its case was assigned: a stack
+        that faulthandler printed there is this case's (an earlier worker in this slot may
+        have printed one too, and a process killed outright prints none)."""
+        text = self.log_tail(limit)
+        written = _size(self.log_path) - self.log_mark  # bytes; text[-written:] is close enough for a stack
+        if written <= 0:
+            return ""
+        return text[-written:] if written < len(text) else text
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def tail(path: Path, limit: int = 4000) -> str:

@@ -23,7 +23,7 @@ from symfuzz.corpus.replay import ScriptRunner, replay_finding
 from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz import script_runtime
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
-from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.fuzz.ir import BranchNode, ExprNode, Input, OpNode, Program
 from symfuzz.oracles.crash import crash_oracle
 from symfuzz.oracles.differential import differential_oracle
 from symfuzz.oracles.lanes.execute import execute
@@ -346,6 +346,11 @@ def test_a_gradient_key_names_the_ops_that_consume_each_input():
     assert case.gradient_ops() == ["tanh", "exp+mul"]
     failure = {"symptom": "gradient-mismatch", "path": "out[2][1]", "kind": "float:finite"}
     assert script_runtime.failure_key(failure, case.output_ops(), case.gradient_ops()) == "grad:exp+mul|float:finite"
+    # A branch counts by the ops it calls; bare arithmetic passes the input on to what reads it.
+    program = Program((Input("x0", "float32", ("s0",)), Input("x1", "float32", ("s0",))),
+                      (ExprNode("v1", "x0 * 2"), OpNode("v2", "tanh", ("v1",)),
+                       BranchNode("v3", "x1.size(0) > 2", "x1.abs()", "torch.relu(x1)")), ("v2", "v3"))
+    assert Case(program, Schedule(True, calls)).gradient_ops() == ["tanh", "abs+relu"]
 
 
 # ---------------------------------------------------------------- deaths and hangs

@@ -464,64 +464,49 @@ def plant_hang_exp_at_run():
     _at_run_in_eager_backend((torch.exp, torch.Tensor.exp), _spin)
 
 
-class _ScaledGradient:
-    """An identity on outputs whose backward scales the gradient by 1.5."""
-
-    function = None
-
-    @classmethod
-    def apply(cls, t):
-        import torch
-
-        if cls.function is None:
-            class Scaled(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x):
-                    return x.view_as(x)
-
-                @staticmethod
-                def backward(ctx, grad):
-                    return grad * 1.5
-
-            cls.function = Scaled
-        return cls.function.apply(t)
-
-
-def _gradient_wrong_in_eager_backend(targets):
-    """A wrong gradient, cheaply (no Inductor): the "eager" backend's compiled function for a
-    graph that calls one of ``targets`` returns its floating outputs through an identity
-    whose backward scales the gradient by 1.5. Forward values stay right."""
+def _gradient_wrong_in_eager_backend(name):
+    """A wrong gradient in one op's backward, cheaply (no Inductor): the "eager" backend
+    compiles graphs whose calls of ``torch.<name>`` (or the method) are replaced by one
+    whose backward scales the gradient by 1.5. Forward values stay right, and so does
+    every gradient that does not flow through that op."""
+    import torch
     from torch._dynamo.backends import registry
 
     original = registry.lookup_backend("eager")
+    op = getattr(torch, name)
+
+    class ScaledBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 1.5
+
+    def op_with_wrong_backward(*args, **kwargs):
+        return ScaledBackward.apply(op(*args, **kwargs))
 
     def backend(gm, example_inputs):
-        compiled = original(gm, example_inputs)
-        if not any(node.target in targets for node in gm.graph.nodes):
-            return compiled
-
-        def scaled(*args):
-            import torch
-
-            outs = compiled(*args)
-            fix = lambda t: _ScaledGradient.apply(t) if isinstance(t, torch.Tensor) and t.requires_grad else t  # noqa: E731
-            return type(outs)(fix(t) for t in outs) if isinstance(outs, (list, tuple)) else fix(outs)
-
-        return scaled
+        changed = False
+        for node in gm.graph.nodes:
+            if (node.op == "call_function" and node.target in (op, getattr(torch.Tensor, name))) or \
+                    (node.op == "call_method" and node.target == name):
+                node.op, node.target = "call_function", op_with_wrong_backward
+                changed = True
+        if changed:
+            gm.recompile()
+        return original(gm, example_inputs)
 
     registry._COMPILER_FNS["eager"] = backend
 
 
 def plant_grad_wrong_tanh_eager():
-    import torch
-
-    _gradient_wrong_in_eager_backend((torch.tanh, torch.Tensor.tanh))
+    _gradient_wrong_in_eager_backend("tanh")
 
 
 def plant_grad_wrong_exp_eager():
-    import torch
-
-    _gradient_wrong_in_eager_backend((torch.exp, torch.Tensor.exp))
+    _gradient_wrong_in_eager_backend("exp")
 
 
 def plant_segfault_cos_index():
