@@ -12,14 +12,15 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import torch
 from torch._dynamo.backends import registry
 
-from symfuzz.corpus.deaths import coarse_signature, death_signature, place_of
+from symfuzz.corpus.deaths import ask_for_stack, coarse_signature, death_signature, place_of
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.replay import ScriptRunner, replay_finding
+from symfuzz.corpus.replay import replay_finding
 from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz import script_runtime
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
@@ -376,16 +377,31 @@ def died(case, plants, tmp_path, lane=EAGER, cause="SIGSEGV"):
 
 
 def hung(case, plants, tmp_path):
-    """The signature of ``case``'s hang: its repro is asked where it is after 8 s, then killed."""
+    """The signature of ``case``'s hang: once its repro has started its calls (it printed its
+    first line, after its imports: a slow machine must not be caught importing torch), it is
+    given 4 s to reach the hang, asked where it is (as a campaign asks), and killed."""
     finding = Finding(case=case.to_json(), verdict=Verdict(ok=False, oracle="isolation", symptom="timeout",
-                                                          evidence=Hung(timeout_seconds=8)), lane=EAGER.to_json())
+                                                          evidence=Hung(timeout_seconds=4)), lane=EAGER.to_json())
     script = tmp_path / f"hang-{case.program.ops()[0]}.py"
     script.write_text(render_repro(finding))
-    env = {**planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
-    code, out, _, _ = ScriptRunner().run(script, env, timeout=8)
-    assert code is None, out[-3000:]
-    place = place_of(out, hang=True)
-    assert place.frames, out[-3000:]
+    env = {**os.environ, **planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "hang.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + 240
+            while "torch " not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(4)
+            assert proc.poll() is None, log.read_text()[-3000:]
+            ask_for_stack(proc.pid)
+        finally:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    place = place_of(text, hang=True)
+    assert place.frames, text[-3000:]
     return death_signature("timeout", EAGER.name, "timeout", place), place
 
 
