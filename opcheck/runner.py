@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from symfuzz.corpus.deaths import ask_for_stack, place_of
+from symfuzz.corpus.deaths import enable as enable_stack_dumps
 from symfuzz.corpus.replay import resident_mb
 from symfuzz.opcheck.checklist import CHECKS
 from symfuzz.opcheck.crashes import SHRINK_SECONDS, shrink_crash
@@ -189,9 +191,10 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, m
                 return current, why, state
             current = state["current"]
             if current is not None and time.monotonic() - state["since"] > timeout:
+                ask_for_stack(child.pid)  # where it is, for the report
                 kill_group(child)
-                return current, {"why": f"hang: still running after {timeout:.0f}s; the child was killed",
-                                 "kind": "hang"}, state
+                return current, {"why": f"hang: still running after {timeout:.0f}s{_where(stderr, hang=True)}; "
+                                        "the child was killed", "kind": "hang"}, state
             if current is not None and resident_mb(child.pid) > memory_limit_mb:
                 kill_group(child)
                 return current, {"why": f"out of memory: the process grew past {memory_limit_mb} MB resident; "
@@ -212,17 +215,25 @@ def _read_events(path, offset):
 
 
 def _death(code, stderr) -> dict:
-    stderr.seek(0)
-    tail = stderr.read().decode(errors="replace").strip().splitlines()[-3:]
+    """What a dead child's report says: the signal and where it died (the stack faulthandler
+    printed), never whatever else the child wrote last (a library's warning, Dynamo's notes)."""
     if code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        why, kind = f"crash: the process died of {name} while checking this op", "kernel-crash"
-    else:
-        why, kind = f"the checking process exited with code {code}", "process-exit"
-    return {"why": why + (": " + " | ".join(tail) if tail else ""), "kind": kind}
+        return {"why": f"crash: the process died of {name} while checking this op{_where(stderr)}",
+                "kind": "kernel-crash"}
+    return {"why": f"the checking process exited with code {code}", "kind": "process-exit"}
+
+
+def _where(stderr, hang: bool = False) -> str:
+    """", in FRAME (called from FRAME)" from the stack the child printed ("" where it printed none)."""
+    stderr.seek(0)
+    place = place_of(stderr.read().decode(errors="replace"), hang=hang)
+    if not place.frames:
+        return ""
+    return f", in {place.frames[0]}" + (f" (called from {place.frames[1]})" if len(place.frames) > 1 else "")
 
 
 # ------------------------------------------------------------------ in-process
@@ -308,6 +319,7 @@ def _announcers(emit) -> dict:
 
 
 def _child_main(task_path, out_path) -> int:
+    enable_stack_dumps()  # a kernel that kills this process says where (the parent's _death)
     with open(task_path) as f:
         task = Task(**json.load(f))
 

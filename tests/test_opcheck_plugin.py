@@ -327,6 +327,8 @@ def test_ops_that_cannot_be_checked_are_reported_not_a_crash(pytester):
         @torch.library.custom_op("pt_mini::crash", mutates_args=())
         def crash(x: torch.Tensor) -> torch.Tensor:
             if x.shape[-1] % 2:
+                import sys
+                print("UserWarning: an unrelated library warning", file=sys.stderr, flush=True)
                 os.kill(os.getpid(), signal.SIGSEGV)
             return x * 2
 
@@ -360,6 +362,9 @@ def test_ops_that_cannot_be_checked_are_reported_not_a_crash(pytester):
     assert "FAILED pt_mini::crash schema [kernel-crash]" in text
     crash = text[text.index("FAILED pt_mini::crash schema [kernel-crash]"):]
     assert "crash: the process died of SIGSEGV" in crash
+    # where it died (the stack the child printed), not the last thing it wrote to stderr
+    assert "in odd_ops.py:crash (called from torch/" in crash, crash
+    assert "unrelated library warning" not in crash
     assert "the real kernel alone crashes the process on this input" in crash
     width = int(crash.split("input: x0: float32[")[1].split("]")[0].split(",")[-1])
     assert width % 2 == 1  # the input it names is one that crashes
