@@ -8,7 +8,7 @@ from dataclasses import replace
 import torch
 import torch.utils._pytree as pytree
 
-from symfuzz.opcheck.arguments import derived_samples
+from symfuzz.opcheck.arguments import coupled_optionals, derived_samples, describe_coupled
 from symfuzz.opcheck.checklist import (
     ALL_GRADS,
     AUTOGRAD_REGISTRATION,
@@ -140,7 +140,7 @@ def sample_templates(op, pairs, fixed=None):
         lines = assign_contracts(templates, fixed, schema=op._schema)
     except ValueError as exc:
         raise OpCheckUsageError(f"{op_name(op)}: {exc}") from None
-    return templates, "", lines
+    return templates, "", lines + describe_coupled(coupled_optionals(op, templates))
 
 
 def derived_templates(op, templates, fixed=None) -> list[Template]:
@@ -149,8 +149,9 @@ def derived_templates(op, templates, fixed=None) -> list[Template]:
     a value it refuses is refused by each check's first call, and one it crashes on
     crashes inside a check, which names the input (and the crash probes rebuild it)."""
     out = []
+    coupled = coupled_optionals(op, templates)  # the recorded calls give them together or not at all
     for template in templates:
-        for derived in derived_samples(op, template, lambda a, k: make_template(op, a, k)):
+        for derived in derived_samples(op, template, lambda a, k: make_template(op, a, k), coupled):
             derived.index = template.index
             derived.output_sizes = getattr(template, "output_sizes", set())  # the sample's outputs: ties to read
             if len(derived.slots) == len(template.slots):

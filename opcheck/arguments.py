@@ -15,6 +15,11 @@ samples, each changing one argument:
   a float: 0.5; a bool: both; a tensor: the first tensor's shape, its last
   dim, and a 0-dim tensor, in its dtype).
 
+Optional tensors that every recorded call gives together, or leaves None together
+(a compressed statistics tensor and its code table), are one contract
+(``coupled_optionals``): they are dropped together, and one of them is never given
+alone. A kernel that crashes on half of such a pair says nothing about the op.
+
 Each derived sample is a ``Template`` whose ``axis`` names the change
 ("argument k=0", "argument bias given"), and the runner sweeps it like the
 sample. A derived sample the real kernel refuses is dropped: the argument's
@@ -30,23 +35,57 @@ from symfuzz.opcheck.inputs import Template
 MAX_DERIVED = 16  # per sample: a long signature must not multiply the sweep without end
 
 
-def derived_samples(op, template: Template, make) -> list[Template]:
-    """Templates differing from ``template`` in one non-tensor argument, with ``axis`` set.
+def derived_samples(op, template: Template, make, coupled=()) -> list[Template]:
+    """Templates differing from ``template`` in one non-tensor argument (or one group of
+    ``coupled`` optional tensors, dropped together), with ``axis`` set.
 
     ``make(args, kwargs)`` builds a template (the caller's: it knows the op's
     schema and mutable arguments)."""
     out = []
     tensors = [t for t in template.leaves if isinstance(t, torch.Tensor)]
-    for position, arg in enumerate(op._schema.arguments):
+    group_of = {name: group for group in coupled for name in group}
+    arguments = list(enumerate(op._schema.arguments))
+    for position, arg in arguments:
         present, value = _value(template, position, arg)
-        for label, new in _alternatives(arg, present, value, tensors):
+        alternatives = _alternatives(arg, present, value, tensors)
+        group = group_of.get(arg.name)
+        if group is not None:
+            if value is None or arg.name != group[0]:
+                continue  # never given alone; dropped once, with the whole group (below)
+            alternatives = [(label, new) for label, new in alternatives if new is None]
+        for label, new in alternatives:
             args, kwargs = _with(template, position, arg, new)
-            derived = make(args, kwargs)
-            derived.axis = f"argument {arg.name}{label}"
+            if group is not None:
+                for other_position, other in arguments:
+                    if other.name in group[1:]:
+                        args, kwargs = _with(template, other_position, other, None, args, kwargs)
+                label = "=None, ".join(group) + "=None"
+                derived = make(args, kwargs)
+                derived.axis = f"argument {label}"
+            else:
+                derived = make(args, kwargs)
+                derived.axis = f"argument {arg.name}{label}"
             out.append(derived)
             if len(out) >= MAX_DERIVED:
                 return out
     return out
+
+
+def coupled_optionals(op, templates) -> list[tuple[str, ...]]:
+    """Groups of two or more optional tensor arguments that every recorded call
+    (``templates``) gives together or leaves None together, in schema order."""
+    by_presence: dict = {}
+    for position, arg in enumerate(op._schema.arguments):
+        optional, base = _type_name(arg.type)
+        if optional and base == "Tensor":
+            presence = tuple(_value(t, position, arg)[1] is not None for t in templates)
+            by_presence.setdefault(presence, []).append(arg.name)
+    return [tuple(names) for names in by_presence.values() if len(names) > 1]
+
+
+def describe_coupled(groups) -> list[str]:
+    """The report's contract line for each coupled group."""
+    return [f"{', '.join(group)}: given together or None together, as in every recorded call" for group in groups]
 
 
 def _value(template, position, arg):
@@ -58,8 +97,10 @@ def _value(template, position, arg):
     return False, arg.default_value if arg.has_default_value() else None
 
 
-def _with(template, position, arg, new):
-    args, kwargs = list(template.args), dict(template.kwargs)
+def _with(template, position, arg, new, args=None, kwargs=None):
+    """``template``'s (or the given) arguments with ``arg`` set to ``new``."""
+    args = list(template.args if args is None else args)
+    kwargs = dict(template.kwargs if kwargs is None else kwargs)
     if not arg.kwarg_only and position < len(args):
         args[position] = new
     else:
@@ -120,4 +161,4 @@ def _given(base, tensors):
     return []
 
 
-__all__ = ["MAX_DERIVED", "derived_samples"]
+__all__ = ["MAX_DERIVED", "coupled_optionals", "derived_samples", "describe_coupled"]

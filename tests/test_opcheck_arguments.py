@@ -93,3 +93,36 @@ def test_a_bug_only_an_argument_value_shows_is_found_and_named():
     assert failure.kind == "wrong-shape" and failure.axis.startswith("argument k=0"), report.format(repro=False)
     assert "3" not in failure.repro.split("args, kwargs = inputs()")[0].split("return")[-1]
     assert opcheck.check(op, [((torch.randn(4, 8), 3), {})], checks=["faketensor"], sweep=False).ok
+
+
+@torch.library.custom_op(f"{NS}::dequant", mutates_args=())
+def dequant(a: torch.Tensor, absmax: Optional[torch.Tensor] = None, code: Optional[torch.Tensor] = None,
+            bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    out = a.float()
+    if absmax is not None:  # a compressed statistic needs its code table: the kernel reads both
+        out = out * code[absmax.long().clamp(0, 255)].sum()
+    return out if bias is None else out + bias
+
+
+@dequant.register_fake
+def _(a, absmax=None, code=None, bias=None):
+    return a.new_empty(a.shape, dtype=torch.float32)
+
+
+def test_optional_tensors_given_together_in_every_call_are_dropped_together_and_never_given_alone():
+    """absmax and code come together in every recorded call (a statistic and its code table):
+    one without the other is outside the op's contract, however the kernel takes it."""
+    op = torch.ops.symfuzz_args.dequant.default
+    a = torch.randint(-8, 8, (4, 8), dtype=torch.int8)
+    absmax, code = torch.rand(4), torch.linspace(-1, 1, 256)
+    calls = [((a, absmax, code), {}), ((a,), {}), ((a, absmax, code, torch.rand(8)), {})]
+    templates, error, lines = sample_templates(op, calls)
+    assert not error
+    assert "absmax, code: given together or None together, as in every recorded call" in lines
+    derived = derived_templates(op, templates)
+    for t in derived:
+        given = {name: t.kwargs.get(name, t.args[i] if i < len(t.args) else None) is not None
+                 for i, name in ((1, "absmax"), (2, "code"))}
+        assert given["absmax"] == given["code"], t.axis
+    assert "argument absmax=None, code=None" in {t.axis for t in derived}
+    assert any(t.axis.startswith("argument bias") for t in derived)  # a lone optional is still varied
