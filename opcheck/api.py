@@ -8,6 +8,7 @@ from dataclasses import replace
 import torch
 import torch.utils._pytree as pytree
 
+from symfuzz.opcheck.checks.autograd import FULL_JACOBIAN_ELEMENTS
 from symfuzz.opcheck.arguments import coupled_optionals, derived_samples, describe_coupled
 from symfuzz.opcheck.checklist import (
     ALL_GRADS,
@@ -270,7 +271,10 @@ class _Runner:
         elif result.status == "passed" and result.inputs_tried == 0:
             # Not a pass: nothing was judged (every input refused, or none judgeable).
             result.status = "skipped"
-            result.reason = f"no input could be judged ({result.inputs_rejected} refused)"
+            result.reason = (f"no input could be judged ({result.inputs_rejected} refused by the kernel or too "
+                             "costly for this check: the gradient check takes at most "
+                             f"{FULL_JACOBIAN_ELEMENTS} differentiable elements)" if name == "gradient" else
+                             f"no input could be judged ({result.inputs_rejected} refused)")
         if result.status == "failed":
             self.failed.add(name)
         result.seconds = time.monotonic() - start

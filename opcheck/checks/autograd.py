@@ -128,6 +128,10 @@ class AutogradRegistrationCheck(_OnFloatInputs):
         return None
 
 
+# The most differentiable input elements the gradient check takes (two op calls each).
+FULL_JACOBIAN_ELEMENTS = 512
+
+
 def _tensors(args, kwargs):
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs))) if isinstance(x, torch.Tensor)]
 
@@ -152,6 +156,12 @@ class GradientCheck(_OnFloatInputs):
         diff_inputs = [t for t in flat if t.requires_grad]
         if not diff_inputs:
             return None
+        if sum(t.numel() for t in diff_inputs) > FULL_JACOBIAN_ELEMENTS:
+            # gradcheck evaluates the op twice per input element: a recorded 1024x1024 sample ran
+            # 420 s and was reported as a hang. Too large for finite differences: the sweep's
+            # smaller variants of it are judged instead. (gradcheck's fast mode, one random
+            # projection of the Jacobian, passed a backward 1.5 times too large here.)
+            return REJECTED
 
         leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
         slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor) and leaf.requires_grad]
@@ -164,8 +174,16 @@ class GradientCheck(_OnFloatInputs):
             return tuple(differentiable_outputs(self.op(*a, **k)))
 
         with torch.no_grad():
-            if not fn(*diff_inputs):
-                return None
+            outputs = fn(*diff_inputs)
+        if not outputs:
+            return None
+        # Judged at the precision the op computes in, read from its outputs: an op that returns
+        # float32 whatever it is given (quantization parameters, a dequantization's default
+        # dtype) rounds its finite differences in float32, however precise its inputs.
+        computed = min((t.dtype for t in outputs), key=lambda d: torch.finfo(d).bits)
+        if computed in (torch.float16, torch.bfloat16):
+            return REJECTED  # finite differences of a half-precision result are noise: nothing to judge
+        precise = precise and computed == torch.float64
         tol = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3} if precise else {"eps": 1e-2, "atol": 5e-2, "rtol": 5e-2}
         try:
             torch.autograd.gradcheck(fn, tuple(diff_inputs), check_undefined_grad=False, check_batched_grad=False,
@@ -173,7 +191,8 @@ class GradientCheck(_OnFloatInputs):
         except GradcheckError as exc:
             lines = [line for line in str(exc).splitlines() if line.strip()]
             return Problem("wrong-gradient", "the registered backward disagrees with numerical gradients"
-                           + ("" if precise else " (float32: the op rejects float64)") + ":\n"
+                           + ("" if precise else " (judged at float32 tolerances: the op computes in float32)")
+                           + ":\n"
                            + "\n".join(lines[:12]))
         except RuntimeError as exc:
             # (An op with no formula at all never gets here: this check skips for it.)
