@@ -14,6 +14,7 @@ from symfuzz.opcheck.checklist import (
     ALL_GRADS,
     AUTOGRAD_REGISTRATION,
     BY_NAME,
+    GRADIENT,
     CHECKS,
     GRADS_IF_REGISTERED,
     CheckSpec,
@@ -273,7 +274,7 @@ class _Runner:
             result.status = "skipped"
             result.reason = (f"no input could be judged ({result.inputs_rejected} refused by the kernel or too "
                              "costly for this check: the gradient check takes at most "
-                             f"{FULL_JACOBIAN_ELEMENTS} differentiable elements)" if name == "gradient" else
+                             f"{FULL_JACOBIAN_ELEMENTS} differentiable elements)" if name == GRADIENT.name else
                              f"no input could be judged ({result.inputs_rejected} refused)")
         if result.status == "failed":
             self.failed.add(name)
