@@ -125,6 +125,13 @@ class Sweep:
         """Does the sweep choose every dim of tensor ``n`` (so it may drop some)?"""
         return all(self.contracts.is_free(n, d) for d in range(len(self.template.slots[n].shape)))
 
+    def _untieable(self, n: int, d: int) -> bool:
+        """May the sweep give this dim a size of its own? Not where a contract sets it, and not
+        on a tensor the op writes to (an ``out=`` argument, an in-place input): its shape is
+        the one the op gives its result, and a lax kernel writing into another shape, which
+        the fake rightly refuses, is outside the op's contract."""
+        return self.contracts.is_free(n, d) and not self.template.slots[n].mutable
+
     def _shared(self, size: int) -> bool:
         """Is ``size`` tied across more than one free dim?"""
         return sum(size == d and self.contracts.is_free(n, i)
@@ -150,7 +157,7 @@ class Sweep:
         for n in free:
             slot = self.template.slots[n]
             for d, size in enumerate(slot.shape):
-                if size >= 2 and self.contracts.is_free(n, d) and self._shared(size):
+                if size >= 2 and self._untieable(n, d) and self._shared(size):
                     out.append(Variant(base, untie=((n, d, 1),), seed=9))
             others = max(len(self.template.slots[m].shape) for m in free if m != n)
             # Down to one dim at least: a 0-dim tensor is a scalar, another argument kind.
@@ -174,7 +181,7 @@ class Sweep:
             out.append(Variant(tuple(2 * v + 1 for v in base), seed=4))  # all larger
         for n, slot in enumerate(self.template.slots):  # untie one dim: non-square, mixed
             for d, size in enumerate(slot.shape):
-                if size >= 2 and self.contracts.is_free(n, d) and self._shared(size):
+                if size >= 2 and self._untieable(n, d) and self._shared(size):
                     out.append(Variant(base, untie=((n, d, size + 1),), seed=5))
         if self.allow_layouts:
             for n in range(len(self.template.slots)):
@@ -216,7 +223,7 @@ class Sweep:
         size = st.integers(0, top).map(lambda k: (k + 1) % (top + 1))
         n_tensors = len(self.template.slots)
         untie_slots = [(n, d) for n, slot in enumerate(self.template.slots) for d, s in enumerate(slot.shape)
-                       if s >= 2 and self.contracts.is_free(n, d)]
+                       if s >= 2 and self._untieable(n, d)]
         droppable = sorted({n for v in self.broadcasts(self.original_sizes()) for n, _ in v.drop})
 
         @st.composite

@@ -168,3 +168,39 @@ def test_the_recorder_does_not_change_what_torch_compile_does():
         return counter.frame_count
 
     assert compiled_frames(record=True) == compiled_frames(record=False) == 2
+
+
+torch.library.define(f"{NS}::scaled_out", "(Tensor x, Tensor scale, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+@torch.library.register_fake(f"{NS}::scaled_out")
+def _scaled_out_fake(x, scale, *, out):
+    result = torch.broadcast_shapes(x.shape, scale.shape)
+    torch._check(out.shape == result, lambda: f"out has shape {list(out.shape)}, the result {list(result)}")
+    return out
+
+
+@torch.library.register_kernel(f"{NS}::scaled_out", "cpu")
+def _scaled_out(x, scale, *, out):
+    # Lax, like many real kernels: it writes the first elements of whatever out it is given.
+    flat = (x * scale).reshape(-1)
+    n = min(flat.numel(), out.numel())
+    out.view(-1)[:n].copy_(flat[:n])
+    return out
+
+
+def test_an_out_argument_keeps_the_shape_the_op_gives_its_result():
+    """The broadcast and untie axes resized out= away from the result's shape: the fake kernel
+    rightly refused it, the lax real kernel wrote into it, and that was reported as a fake
+    kernel failure (issue 30, item 4). A tensor the op writes to is never given a size of its own."""
+    x = torch.randn(3, 4)
+    report = check(torch.ops.symfuzz_contracts.scaled_out.default, ((x, torch.randn(3, 4)), {"out": torch.empty(3, 4)}),
+                   checks="faketensor")
+    assert report.results["faketensor"].status == "passed", report.format()
+    template = make_template(torch.ops.symfuzz_contracts.scaled_out.default, (x, torch.randn(3, 4)),
+                             {"out": torch.empty(3, 4)})
+    assign([template])
+    sweep = Sweep(template)
+    out_slot = next(n for n, slot in enumerate(template.slots) if slot.mutable)
+    for variant in sweep.edges():
+        assert all(t != out_slot for t, _, _ in variant.untie), variant
