@@ -10,7 +10,10 @@ them says nothing about the op. The recorded calls show the contracts:
   recorded call while other arguments' shapes vary;
 - a dim **follows** another argument when it equals ``ceil(n / k)`` in every
   recorded call, where ``n`` is another tensor's numel or one of its dims and
-  ``k`` an int argument (or 1 for a numel), and ``n`` varied.
+  ``k`` an int argument (or 1 for a numel), and ``n`` varied;
+- two tensors' dims are **tied** when they are equal in every recorded call and
+  varied (per-row statistics of ``A``: ``A.size(0)``): no axis, broadcasting
+  included, gives either a size of its own.
 
 Where no call varied, the one shape's ties decide: equal sizes move together
 (the sweep's ties), ``ceil(n / k)`` rules that hold are taken, and a tensor
@@ -50,6 +53,11 @@ class SizeRule:
 class Contracts:
     fixed: dict = field(default_factory=dict)  # slot -> why
     follows: dict = field(default_factory=dict)  # (slot, dim) -> SizeRule
+    ties: list = field(default_factory=list)  # ((slot, dim), (slot, dim), calls): equal in every varied call
+
+    def is_tied(self, slot: int, dim: int) -> bool:
+        """Must this dim keep the size of another tensor's dim (a tie every recorded call showed)?"""
+        return any((slot, dim) in pair[:2] for pair in self.ties)
 
     def is_free(self, slot: int, dim: int) -> bool:
         """Does the sweep choose this dim's size (rather than a contract)?"""
@@ -62,6 +70,9 @@ class Contracts:
                  for s, why in sorted(self.fixed.items())]
         for (s, d), rule in sorted(self.follows.items()):
             lines.append(f"{names[s]}: size({d}) follows {rule.text(names, leaf_names)}, as in every recorded call")
+        for (s, d), (t, j), calls in self.ties:
+            lines.append(f"{names[s]}.size({d}) == {names[t]}.size({j}): equal in all {calls} recorded calls while "
+                         "it varied; no axis unties them")
         return lines
 
 
@@ -129,6 +140,27 @@ def infer(templates) -> Contracts:
             rule = _explaining_rule(templates, s, d, varied, ints, require_variation=True)
             if rule is not None:
                 out.follows[(s, d)] = rule
+    out.ties = _ties(templates, out)
+    return out
+
+
+def _dim(template, s, d):
+    shape = template.slots[s].shape
+    return shape[d] if d < len(shape) else None
+
+
+def _ties(templates, contracts) -> list:
+    """Pairs of dims of two free tensors, equal in every call, whose size varied between calls."""
+    first, out = templates[0], []
+    n = len(first.slots)
+    dims = [(s, d) for s in range(n) if s not in contracts.fixed for d in range(len(first.slots[s].shape))]
+    for i, (s, d) in enumerate(dims):
+        for t, j in dims[i + 1:]:
+            if t == s:
+                continue
+            sizes = [(_dim(tpl, s, d), _dim(tpl, t, j)) for tpl in templates]
+            if all(a is not None and a == b for a, b in sizes) and len({a for a, _ in sizes}) > 1:
+                out.append(((s, d), (t, j), len(templates)))
     return out
 
 

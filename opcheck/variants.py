@@ -122,15 +122,16 @@ class Sweep:
         return self.template.case(inputs, v)
 
     def _all_free(self, n: int) -> bool:
-        """Does the sweep choose every dim of tensor ``n`` (so it may drop some)?"""
-        return all(self.contracts.is_free(n, d) for d in range(len(self.template.slots[n].shape)))
+        """Does the sweep choose every dim of tensor ``n``, none tied by a contract (so it may drop some)?"""
+        return all(self.contracts.is_free(n, d) and not self.contracts.is_tied(n, d)
+                   for d in range(len(self.template.slots[n].shape)))
 
     def _untieable(self, n: int, d: int) -> bool:
         """May the sweep give this dim a size of its own? Not where a contract sets it, and not
         on a tensor the op writes to (an ``out=`` argument, an in-place input): its shape is
         the one the op gives its result, and a lax kernel writing into another shape, which
         the fake rightly refuses, is outside the op's contract."""
-        return self.contracts.is_free(n, d) and not self.template.slots[n].mutable
+        return self.contracts.is_free(n, d) and not self.template.slots[n].mutable and not self.contracts.is_tied(n, d)
 
     def _shared(self, size: int) -> bool:
         """Is ``size`` tied across more than one free dim?"""

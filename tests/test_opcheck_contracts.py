@@ -204,3 +204,32 @@ def test_an_out_argument_keeps_the_shape_the_op_gives_its_result():
     out_slot = next(n for n, slot in enumerate(template.slots) if slot.mutable)
     for variant in sweep.edges():
         assert all(t != out_slot for t, _, _ in variant.untie), variant
+
+
+torch.library.define(f"{NS}::row_scale", "(Tensor A, Tensor row_stats) -> Tensor")
+
+
+@torch.library.register_fake(f"{NS}::row_scale")
+def _row_scale_fake(A, row_stats):
+    return torch.empty_like(A, dtype=torch.float32)
+
+
+@torch.library.register_kernel(f"{NS}::row_scale", "cpu")
+def _row_scale(A, row_stats):
+    return A.float() * row_stats.float().view(-1, 1)  # silently broadcasts a one-row A against more statistics
+
+
+def test_dims_equal_in_every_varied_call_stay_tied_under_every_axis():
+    """row_stats always has A.size(0) entries. The broadcast axis made A one row while the
+    statistics kept two: the lax kernel broadcast, the fake did not, and that was reported as a
+    fake kernel bug (issue 30, item 3). The tie is printed as a contract, with its reason."""
+    op = torch.ops.symfuzz_contracts.row_scale.default
+    calls = [((torch.randn(n, 8), torch.rand(n)), {}) for n in (4, 6, 3)]
+    report = check(op, calls, checks="faketensor")
+    assert report.results["faketensor"].status == "passed", report.format()
+    assert any("A.size(0) == row_stats.size(0): equal in all 3 recorded calls" in line
+               for line in report.contracts), report.contracts
+    # From one recorded shape the tie is no contract: broadcasting is swept, and the
+    # mismatch it shows here is the fake's to answer for.
+    one = check(op, [calls[0]], checks="faketensor")
+    assert one.results["faketensor"].status == "failed", one.format()
