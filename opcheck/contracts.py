@@ -10,7 +10,7 @@ them says nothing about the op. The recorded calls show the contracts:
   recorded call while other arguments' shapes vary;
 - a dim **follows** another argument when it equals ``ceil(n / k)`` in every
   recorded call, where ``n`` is another tensor's numel or one of its dims and
-  ``k`` an int argument (or 1 for a numel), and ``n`` varied;
+  ``k`` an int argument (or 1 for a numel), and ``n`` or ``k`` varied;
 - two tensors' dims are **tied** when they are equal in every recorded call and
   varied (per-row statistics of ``A``: ``A.size(0)``): no axis, broadcasting
   included, gives either a size of its own.
@@ -205,7 +205,9 @@ def _explaining_rule(templates, s, d, varied, ints, *, require_variation):
     (else, with one call, a divisor or a numel rule is taken as it is)."""
     first = templates[0]
     for t in range(len(first.slots)):
-        if t == s or not varied[t]:
+        # A source that kept its shape still gives a rule whose int argument varied:
+        # ceil(A.numel() / blocksize) with A fixed and blocksize changing (_source_varies).
+        if t == s or (not varied[t] and not require_variation):
             continue
         candidates = [SizeRule(t, None, None)] if len(first.slots[t].shape) >= 2 else []
         candidates += [SizeRule(t, None, k) for k in ints]

@@ -233,3 +233,22 @@ def test_dims_equal_in_every_varied_call_stay_tied_under_every_axis():
     # mismatch it shows here is the fake's to answer for.
     one = check(op, [calls[0]], checks="faketensor")
     assert one.results["faketensor"].status == "failed", one.format()
+
+
+def test_a_size_follows_an_int_argument_that_varied_while_the_data_kept_its_shape():
+    """absmax always had ceil(A.numel() / blocksize) entries; blocksize varied while A kept one
+    shape. A was held fixed and absmax left free, and the sweep shrank absmax to 0 entries, on
+    which the real kernel segfaulted (issue 30, item 2)."""
+    samples = [deq_call((4, 64), 64), deq_call((4, 64), 128), deq_call((4, 64), 32)]
+    tpls, lines = templates(samples)
+    assert any("absmax: size(0) follows ceil(A.numel() / blocksize)" in line for line in lines), lines
+    for template in tpls:
+        sweep = Sweep(template)
+        for case in map(sweep.case, sweep.edges()):
+            A, absmax, _ = case.tensor_inputs()
+            numel = 1
+            for d in A.shape:
+                numel *= d
+            assert absmax.shape == (-(-numel // template.leaves[3]),), (case.describe(), lines)
+    report = check(f"{NS}::deq", samples, checks=["faketensor"], budget=30)
+    assert report.results["faketensor"].inputs_rejected < report.results["faketensor"].inputs_tried
