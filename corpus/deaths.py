@@ -178,7 +178,17 @@ def frame_name(frame: Frame, script: Optional[str]) -> Optional[str]:
     packaged = _PACKAGES.sub("", path)
     if packaged == path and _STDLIB.search(path):
         return None
-    return f"{packaged if packaged != path else os.path.basename(path)}:{frame.function}"
+    return f"{packaged if packaged != path else _from_package_root(path)}:{frame.function}"
+
+
+def _from_package_root(path: str) -> str:
+    """A file outside site-packages, named from its package's top folder (``quantlib/backends/cpu.py``
+    for a checkout's package; just the file's name where it is in no package)."""
+    parts = path.replace("\\", "/").split("/")
+    start = len(parts) - 1
+    while start > 1 and os.path.isfile("/".join(parts[:start]) + "/__init__.py"):
+        start -= 1
+    return "/".join(parts[start:])
 
 
 # ---------------------------------------------------------------- the place
@@ -230,11 +240,16 @@ def phase_of(frames: tuple) -> str:
     if any(n.startswith(c) for n in names for c in _COMPILING):
         return "compiling"
     if any(n.startswith("torch/autograd/") for n in names):
-        compiled = any(n.startswith(("torch/_functorch/", "torch/_dynamo/", "torch/_inductor/")) for n in names)
+        compiled = any(n.startswith(("torch/_functorch/", "torch/_inductor/")) for n in names)
         return "compiled backward" if compiled else "backward"
-    if any(n.startswith("torch/_dynamo/eval_frame.py") for n in names) or \
-            any(f.path.startswith("<eval_with_key>") or _GENERATED.search(f.path) for f in frames):
+    if any(f.path.startswith("<eval_with_key>") or _GENERATED.search(f.path) for f in frames):
         return "compiled forward"
+    # Dynamo's wrapper around a compiled function; the same wrapper also disables Dynamo
+    # around eager code (torch.library's kernels, torch._disable_dynamo: called from torch/_compile.py).
+    for i, (name, frame) in enumerate(zip(names, frames)):
+        if name.startswith("torch/_dynamo/eval_frame.py") and frame.function == "_fn":
+            if not (i + 1 < len(names) and names[i + 1].startswith("torch/_compile.py")):
+                return "compiled forward"
     return "eager"
 
 

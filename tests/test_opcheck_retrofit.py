@@ -71,6 +71,8 @@ def test_a_kernel_crash_on_a_forced_table_size_is_a_reported_result(tmp_path):
     table = int(crash.split("x2: float32[")[1].split("]")[0])
     assert table != 256
     assert "the process died of SIGSEGV" in crash
+    # where (the stack the child printed): the library's own kernel, which calls the C code
+    assert "the process died of SIGSEGV while checking this op, in quantlib/backends/cpu.py:_ (called from" in crash
     assert "the real kernel alone crashes the process on this input" in crash
     store = json.loads((run.root / "opcheck_failures.json").read_text())
     entry = store["data"]["quantlib::dequantize_blockwise"]["test_schema"]

@@ -472,3 +472,18 @@ def test_a_death_stack_names_torch_frames_and_kernels_not_paths_lines_or_hashes(
     moved = dump.replace("line 763", "line 901").replace("/venv/", "/other/env/").replace("/tmp/symfuzz-replay-abc",
                                                                                           "/tmp/q")
     assert place_of(moved) == place
+
+
+def test_a_kernel_behind_dynamos_disable_wrapper_dies_in_eager_code_not_a_compiled_forward():
+    """torch.library runs registered kernels inside Dynamo's disable wrapper, the same _fn in
+    eval_frame.py that calls a compiled function; called from torch/_compile.py, it is eager."""
+    site = "/venv/lib/python3.11/site-packages"
+    dump = ("Current thread 0x00007f5072213b80 (most recent call first):\n"
+            f'  File "{site}/torch/library.py", line 939 in func_no_dynamo\n'
+            f'  File "{site}/torch/_dynamo/eval_frame.py", line 1446 in _fn\n'
+            f'  File "{site}/torch/_compile.py", line 54 in inner\n'
+            f'  File "{site}/torch/_ops.py", line 841 in __call__\n'
+            '  File "/tmp/run.py", line 9 in <module>\n')
+    assert place_of(dump).phase == "eager"
+    compiled = dump.replace(f'  File "{site}/torch/_compile.py", line 54 in inner\n', '  File "/tmp/run.py", line 3 in f\n')
+    assert place_of(compiled).phase == "compiled forward"
