@@ -39,9 +39,12 @@ DUMP_GRACE_SECONDS = 1.0
 ENABLE_LINES = (
     "import faulthandler",
     "import signal",
-    "faulthandler.enable()  # a fatal signal prints where it happened: symfuzz signs deaths by it",
-    "if hasattr(signal, 'SIGUSR1'):  # before a hung process is killed, it is asked where it is",
+    "",
+    "try:  # a death prints where it happened; so does SIGUSR1, sent before a hung run is killed",
+    "    faulthandler.enable()",
     "    faulthandler.register(signal.SIGUSR1, all_threads=True)",
+    "except (AttributeError, OSError, ValueError):  # no SIGUSR1 (Windows), or no file behind stderr",
+    "    pass",
 )
 # How many frames, innermost first, name the place.
 FRAMES = 3
@@ -49,9 +52,12 @@ FRAMES = 3
 
 def enable() -> None:
     """In this process: what ``ENABLE_LINES`` does in a script."""
-    faulthandler.enable()
-    if DUMP_SIGNAL is not None:
-        faulthandler.register(DUMP_SIGNAL, all_threads=True)
+    try:
+        faulthandler.enable()
+        if DUMP_SIGNAL is not None:
+            faulthandler.register(DUMP_SIGNAL, all_threads=True)
+    except (OSError, ValueError):  # no file descriptor behind stderr: nothing to print to
+        pass
 
 
 def ask_for_stack(pid: int, wait=None) -> None:

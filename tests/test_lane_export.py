@@ -238,7 +238,7 @@ def test_repro_of_an_export_finding_needs_only_torch_and_reproduces(tmp_path, mo
     source = render_repro(finding)
     imports = {i.split(".")[0] for i in re.findall(r"^\s*(?:import|from)\s+([\w.]+)", source, re.M)}
     assert imports <= {"os", "json", "sys", "math", "torch", "hashlib", "re", "time", "traceback", "triton",
-                       "shutil", "tempfile"}
+                       "shutil", "tempfile", "faulthandler", "signal"}
     assert "build_exported_runner(fn" in source and "torch.compile(fn" not in source
 
     # The same plant in the repro's own process, through a sitecustomize; no symfuzz on the path.
