@@ -135,21 +135,28 @@ def plant_memory_hog_on_sigmoid():
     registry._COMPILER_FNS["eager"] = hogging_backend
 
 
+def _wrapped_in_eager_backend(targets, wrap):
+    """The Dynamo-only "eager" backend compiles as usual, but for a graph that calls one of
+    ``targets`` it returns ``wrap(compiled)`` instead of the compiled function."""
+    from torch._dynamo.backends import registry
+
+    original = registry.lookup_backend("eager")
+
+    def backend(gm, example_inputs):
+        compiled = original(gm, example_inputs)
+        return wrap(compiled) if any(node.target in targets for node in gm.graph.nodes) else compiled
+
+    registry._COMPILER_FNS["eager"] = backend
+
+
 def _wrong_in_eager_backend(targets):
     """A cheap miscompile, for tests that need a real value finding fast: the
     Dynamo-only "eager" backend returns every floating output plus one when
     its graph calls one of ``targets`` (nothing is compiled by Inductor, so a
     campaign on the eager lane finds it in seconds)."""
     import torch
-    from torch._dynamo.backends import registry
 
-    original = registry.lookup_backend("eager")
-
-    def wrong_backend(gm, example_inputs):
-        compiled = original(gm, example_inputs)
-        if not any(node.target in targets for node in gm.graph.nodes):
-            return compiled
-
+    def shifting(compiled):
         def shifted(*args):
             outs = compiled(*args)
             bump = lambda t: t + 1 if isinstance(t, torch.Tensor) and t.is_floating_point() else t  # noqa: E731
@@ -157,7 +164,7 @@ def _wrong_in_eager_backend(targets):
 
         return shifted
 
-    registry._COMPILER_FNS["eager"] = wrong_backend
+    _wrapped_in_eager_backend(targets, shifting)
 
 
 def plant_tanh_wrong_in_eager_backend():
@@ -414,25 +421,17 @@ def plant_lost_buffer_mutation():
 
 
 def _at_run_in_eager_backend(targets, effect):
-    """The Dynamo-only "eager" backend compiles as usual, but the function it returns for a
-    graph that calls one of ``targets`` runs ``effect()`` first on every call: a fault in
-    the compiled forward, not while compiling."""
-    from torch._dynamo.backends import registry
+    """A fault in the compiled forward, not while compiling: the function the "eager" backend
+    returns for a graph that calls one of ``targets`` runs ``effect()`` first on every call."""
 
-    original = registry.lookup_backend("eager")
-
-    def backend(gm, example_inputs):
-        compiled = original(gm, example_inputs)
-        if not any(node.target in targets for node in gm.graph.nodes):
-            return compiled
-
+    def faulty(compiled):
         def faulty_compiled_forward(*args):
             effect()
             return compiled(*args)
 
         return faulty_compiled_forward
 
-    registry._COMPILER_FNS["eager"] = backend
+    _wrapped_in_eager_backend(targets, faulty)
 
 
 def _null_read():
