@@ -59,25 +59,42 @@ def shrink_crash(task, op: str, last: dict, *, seconds: float = SHRINK_SECONDS) 
     return out
 
 
-def _probe(task, op, last, variant, confirm, tmp, deadline):
-    """Run one probe process; returns (the inputs it tried, did it die of a signal)."""
+def kernel_alone_finishes(task, op, last: dict, seconds: float):
+    """Does the real kernel alone, in a fresh process, return (or refuse the input) within
+    ``seconds`` on the input a check hung on? True, False (it hangs there too), or None when
+    nothing could be probed (the op could not be loaded, or the input not rebuilt)."""
+    with tempfile.TemporaryDirectory(prefix="symfuzz-hang-") as tmp:
+        start = time.monotonic()
+        tries, died, finished = _probe(task, op, last, last.get("variant"), True, tmp, start + seconds, only=True,
+                                       returned=True)
+    if not tries or died:
+        return None
+    return finished
+
+
+def _probe(task, op, last, variant, confirm, tmp, deadline, only=False, returned=False):
+    """Run one probe process; returns (the inputs it tried, did it die of a signal), and with
+    ``returned`` also whether it ended by itself before ``deadline``. ``only``: just the input
+    given, none simpler."""
     n = len(os.listdir(tmp))
     probe_path, events_path = os.path.join(tmp, f"probe{n}.json"), os.path.join(tmp, f"events{n}.jsonl")
     with open(probe_path, "w") as f:
         json.dump({"task": task.__dict__, "op": op, "sample": last.get("sample", 0), "variant": variant,
-                   "argument": last.get("argument", ""), "confirm": confirm}, f)
+                   "argument": last.get("argument", ""), "confirm": confirm, "only": only}, f)
     open(events_path, "w").close()
     child = subprocess.Popen([sys.executable, "-m", "symfuzz.opcheck.crashes", probe_path, events_path],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    finished = True
     try:
         code = child.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         kill_group(child)
-        code = 0  # out of time: whatever it tried last did not crash (yet)
+        code, finished = 0, False  # out of time: whatever it tried last did not crash (yet)
     with open(events_path) as f:
         events = [json.loads(line) for line in f if line.strip()]
     tries = [e["try"] for e in events if "try" in e]
-    return tries, code is not None and code < 0
+    died = code is not None and code < 0
+    return (tries, died, finished and code == 0) if returned else (tries, died)
 
 
 # --------------------------------------------------------------- the probe
@@ -116,6 +133,8 @@ def _probe_main(probe_path: str, events_path: str) -> int:
     else:
         start = Variant.from_json(probe["variant"])
         candidates = [(v, sweep.case(v)) for v in ([start] if probe["confirm"] else []) + list(sweep.simpler(start))]
+    if probe.get("only"):
+        candidates = candidates[:1]
     for variant, case in candidates:
         emit({"try": {"input": case.describe(), "case": case.to_json(), "axis": axis_of(case),
                       "variant": variant.to_json() if variant else None, "repro": crash_repro(op, case)}})

@@ -32,13 +32,17 @@ from symfuzz.corpus.deaths import ask_for_stack, place_of
 from symfuzz.corpus.deaths import enable as enable_stack_dumps
 from symfuzz.corpus.replay import resident_mb
 from symfuzz.opcheck.checklist import CHECKS
-from symfuzz.opcheck.crashes import SHRINK_SECONDS, shrink_crash
+from symfuzz.opcheck.crashes import SHRINK_SECONDS, kernel_alone_finishes, shrink_crash
 from symfuzz.opcheck.report import CheckResult, Failure, Report
 from symfuzz.opcheck.task import Task, event_writer, kill_group, load_task, recorded_samples, schema_samples
 
 
 class ChildImportError(Exception):
     """The child could not import a module that registers the ops."""
+
+
+# How long the real kernel alone gets on the input a check hung on, before the hang is the op's.
+HANG_PROBE_SECONDS = 120.0
 
 
 def op_timeout(task: Task) -> float:
@@ -74,6 +78,8 @@ def run_ops(task: Task, *, isolate: bool = True, on_report=None, on_start=None) 
                 report = died_report(task, started, status, state)
                 if status["kind"] == "kernel-crash" and state.get("last_input"):
                     _probe_crash(task, report, state["last_input"])
+                elif status["kind"] == "hang" and state.get("last_input"):
+                    _probe_hang(task, report, state["last_input"])
                 reports[started] = report
                 remaining = [op for op in remaining if op != started]
                 if on_report:
@@ -113,6 +119,24 @@ def died_report(task: Task, op: str, status: dict, state: dict) -> Report:
             report.results[name] = CheckResult(name, "skipped", reason=f"not run: the process died in {check_name}")
     report.results = {name: report.results[name] for name in CHECKS if name in report.results}
     return report
+
+
+def _probe_hang(task: Task, report: Report, last: dict) -> None:
+    """A hang is the op's only when the real kernel alone, in a fresh process, hangs on that
+    input too. Where it returns, the check itself ran past the limit (its machinery, or an
+    input too costly for it): that check was not judged, which is no failure of the op."""
+    result = report.results[last["check"]]
+    seconds = min(op_timeout(task), HANG_PROBE_SECONDS)
+    alone = kernel_alone_finishes(task, report.op, last, seconds)
+    failure = result.failures[0]
+    if alone is False:
+        failure.message += f"; the real kernel alone hangs on this input too (past {seconds:.0f}s in a fresh process)"
+    elif alone:
+        result.status, result.failures = "skipped", []
+        result.reason = (f"not checked: the check ran past the op's time limit on {failure.input}, while the real "
+                         "kernel alone returns on that input in a fresh process: the check's cost (or the op's "
+                         "fake kernel), not a hang of the op")
+        result.notes.append(result.reason)  # shown wherever notes are (the CLI prints no skip reasons)
 
 
 def _probe_crash(task: Task, report: Report, last: dict) -> None:

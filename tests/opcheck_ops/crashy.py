@@ -51,6 +51,18 @@ def _(x):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op(f"{NS}::slow_fake_on_empty", mutates_args=())
+def slow_fake_on_empty(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+@slow_fake_on_empty.register_fake
+def _(x):
+    while x.numel() == 0:  # the check hangs, in the fake; the op's own call returns at once
+        time.sleep(1)
+    return torch.empty_like(x)
+
+
 @torch.library.custom_op(f"{NS}::exit_on_empty", mutates_args=())
 def exit_on_empty(x: torch.Tensor) -> torch.Tensor:
     if x.numel() == 0:
@@ -80,6 +92,7 @@ def _(x):
 SAMPLES = {
     "segv_on_odd": ((torch.ones(4, 8),), {}),
     "hang_on_empty": ((torch.ones(4, 8),), {}),
+    "slow_fake_on_empty": ((torch.ones(4, 8),), {}),
     "exit_on_empty": ((torch.ones(4, 8),), {}),
     "oom_on_empty": ((torch.ones(4, 8),), {}),
 }
