@@ -22,10 +22,10 @@ Dropped: the standard library, symfuzz's own files, the script or program being 
 from __future__ import annotations
 
 import faulthandler
-import hashlib
 import os
 import re
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,19 +60,23 @@ def enable() -> None:
         pass
 
 
-def ask_for_stack(pid: int, wait=None) -> None:
-    """Send ``pid`` the dump signal and give it ``DUMP_GRACE_SECONDS`` to print its stack
-    (``wait(seconds)`` returns early once the process has ended, if the caller can tell)."""
+def ask_for_stack(process) -> None:
+    """Send ``process`` (a ``subprocess.Popen``, or a pid) the dump signal and give it
+    ``DUMP_GRACE_SECONDS`` to print its stack; a Popen that ends sooner is not waited for."""
     if DUMP_SIGNAL is None:
         return
+    pid = process if isinstance(process, int) else process.pid
     try:
         os.kill(pid, DUMP_SIGNAL)
     except (ProcessLookupError, PermissionError):
         return
-    if wait is not None:
-        wait(DUMP_GRACE_SECONDS)
-    else:
+    if isinstance(process, int):
         time.sleep(DUMP_GRACE_SECONDS)
+        return
+    try:
+        process.wait(timeout=DUMP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 # ---------------------------------------------------------------- reading a dump
@@ -292,20 +296,19 @@ def same_place(expected: DeathPlace, found: DeathPlace) -> bool:
 # ---------------------------------------------------------------- signatures
 
 def death_signature(symptom: str, lane: str, cause: str, place: DeathPlace) -> str:
-    """The signature of a death ("process-death") or hang ("timeout", cause "timeout").
+    """The signature of a death ("process-death") or hang ("timeout", cause "timeout")."""
+    # deferred: the runtime imports torch, which the parts of this module that the pytest
+    # plugin's and the campaign's own processes use (reading a stack) do not need
+    from symfuzz.fuzz.script_runtime import signature
 
-    The same hash as ``fuzz.script_runtime.signature`` (which imports torch; this module
-    must not, so the campaign's own process and ``replay`` can sign without it)."""
-    digest = hashlib.sha1(f"{symptom}|{lane}|{death_key(cause, place)}".encode()).hexdigest()[:10]
-    return f"{symptom}-{digest}"
+    return signature(symptom, lane, death_key(cause, place))
 
 
-def coarse_signature(symptom: str, lane: str, cause: str) -> str:
-    """The signature symfuzz gave every death (by its signal) or hang of a lane before
-    deaths were signed by their place: one for all of them. A baseline entry still keyed
-    so is told apart by it (``corpus.baseline``)."""
-    digest = hashlib.sha1(f"{symptom}|{lane}|{cause}".encode()).hexdigest()[:10]
-    return f"{symptom}-{digest}"
+def failure_id(symptom: str, cause: str, place: Optional[DeathPlace]) -> str:
+    """The minifier's name for a death or hang: "process-death:SIGSEGV@<place key>", "timeout@..."
+    (without "@..." where the place is not known: a finding stored by an older symfuzz)."""
+    where = f"@{place.key}" if place is not None else ""
+    return ("timeout" if symptom == "timeout" else f"process-death:{cause}") + where
 
 
 def place_from_evidence(evidence) -> Optional[DeathPlace]:

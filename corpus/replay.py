@@ -100,7 +100,7 @@ class ScriptRunner:
                         exceeded = True
                     if timed_out or exceeded or self.cancelled:
                         if not self.cancelled:  # where it hung or grew: the finding's signature (deaths.py)
-                            ask_for_stack(proc.pid, wait=lambda s: _wait_quietly(proc, s))
+                            ask_for_stack(proc)
                         os.killpg(proc.pid, signal.SIGKILL)
                         proc.wait()
                         break
@@ -117,13 +117,6 @@ class ScriptRunner:
         self.proc = None
         code = None if timed_out else proc.returncode
         return code, out, time.monotonic() - start, exceeded
-
-
-def _wait_quietly(proc: subprocess.Popen, seconds: float) -> None:
-    try:
-        proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def resident_mb(pid: int) -> float:

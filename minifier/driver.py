@@ -44,6 +44,7 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from symfuzz.corpus.atomic import write_json, write_text
 from symfuzz.corpus.deaths import DeathPlace, place_of
+from symfuzz.corpus.deaths import failure_id as death_failure_id
 from symfuzz.corpus.replay import ScriptRunner
 from symfuzz.minifier.warm_queries import WarmPool, WarmRunner
 from symfuzz.oracles.verdict import OUT_OF_MEMORY
@@ -99,13 +100,12 @@ class QueryOutcome:
         timeout, or None if it did not fail (or could not be judged)."""
         if self.result is not None and self.result.get("ok") is False:
             return self.result.get("signature") or self.result.get("symptom")
-        where = f"@{self.place.key}" if self.place is not None else ""
         if self.memory_exceeded:
-            return f"process-death:{OUT_OF_MEMORY}{where}"
+            return death_failure_id("process-death", OUT_OF_MEMORY, self.place)
         if self.signal_name:
-            return f"process-death:{self.signal_name}{where}"
+            return death_failure_id("process-death", self.signal_name, self.place)
         if self.timed_out:
-            return f"timeout{where}"
+            return death_failure_id("timeout", "timeout", self.place)
         return None
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from symfuzz.corpus.deaths import cause_of, place_from_evidence
+from symfuzz.corpus.deaths import cause_of, failure_id, place_from_evidence
 from symfuzz.corpus.replay import hang_limit
 from symfuzz.corpus.store import load_findings
 from symfuzz.minifier.case_passes import CASE_PASSES
@@ -77,10 +77,8 @@ def finding_failure_id(finding) -> str:
     verdict = finding.verdict
     if verdict.symptom in ("process-death", "timeout"):
         # Where it died or hung (None: stored by an older symfuzz; SameDeath learns it from the original)
-        place = place_from_evidence(verdict.evidence)
-        where = f"@{place.key}" if place is not None else ""
-        cause = cause_of(verdict.symptom, verdict.evidence)
-        return ("timeout" if verdict.symptom == "timeout" else f"process-death:{cause}") + where
+        return failure_id(verdict.symptom, cause_of(verdict.symptom, verdict.evidence),
+                          place_from_evidence(verdict.evidence))
     now = resigned(finding)
     if now is not None:
         # Signed by an older symfuzz: a confirmation's signature is as old as the stored one.

@@ -215,7 +215,7 @@ def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, m
                 return current, why, state
             current = state["current"]
             if current is not None and time.monotonic() - state["since"] > timeout:
-                ask_for_stack(child.pid)  # where it is, for the report
+                ask_for_stack(child)  # where it is, for the report
                 kill_group(child)
                 return current, {"why": f"hang: still running after {timeout:.0f}s{_where(stderr, hang=True)}; "
                                         "the child was killed", "kind": "hang"}, state

@@ -368,16 +368,10 @@ class Worker(WorkerSlot):
     def kill(self, reason: str) -> None:
         self.killed_for = reason
         if reason in ("timeout", "out-of-memory"):  # where it is, for the finding's signature (corpus/deaths.py)
-            ask_for_stack(self.proc.pid, wait=self._wait_quietly)
+            ask_for_stack(self.proc)
         try:
             self.proc.kill()
         except ProcessLookupError:
-            pass
-
-    def _wait_quietly(self, seconds: float) -> None:
-        try:
-            self.proc.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
             pass
 
     def close(self) -> None:

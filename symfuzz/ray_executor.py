@@ -126,18 +126,12 @@ class WorkerHost:
     def kill(self) -> bool:
         # Asked first where it is (a hang's or runaway's signature: corpus/deaths.py); its stderr
         # reaches the campaign with the next poll.
-        ask_for_stack(self.proc.pid, wait=self._wait_quietly)
+        ask_for_stack(self.proc)
         try:
             self.proc.kill()
         except ProcessLookupError:
             pass
         return True
-
-    def _wait_quietly(self, seconds: float) -> None:
-        try:
-            self.proc.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            pass
 
     def close(self, timeout: float) -> None:
         """Close the worker's stdin (it exits after its case); kill it after ``timeout``."""

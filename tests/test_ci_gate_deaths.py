@@ -24,8 +24,9 @@ from test_signatures import EAGER as EAGER_LANE
 from test_signatures import case_of
 
 from symfuzz.corpus.baseline import Baseline, load_baseline, old_signing
-from symfuzz.corpus.deaths import UNKNOWN, coarse_signature, place_of
+from symfuzz.corpus.deaths import UNKNOWN, place_of
 from symfuzz.corpus.finding import Finding
+from symfuzz.fuzz.script_runtime import signature
 from symfuzz.oracles.verdict import Died, Verdict
 from symfuzz.worker_slot import WorkerSlot
 
@@ -112,7 +113,7 @@ def test_a_baseline_that_accepts_one_wrong_gradient_stays_red_for_one_through_an
 def test_an_entry_of_the_old_coarse_signature_is_named_and_re_signed_from_its_repro(tmp_path):
     """An older symfuzz signed every SIGSEGV of a lane alike. Such an entry is named once (it
     covers only itself now), and `replay --baseline` re-signs it by where its repro dies."""
-    old = coarse_signature("process-death", "eager", "SIGSEGV")
+    old = signature("process-death", "eager", "SIGSEGV")  # as an older symfuzz signed every SIGSEGV
     verdict = Verdict(ok=False, oracle="isolation", symptom="process-death", stage="unknown", signature=old,
                       evidence=Died(cause="SIGSEGV", returncode=-11))
     path = tmp_path / "baseline.json"

@@ -7,47 +7,30 @@ from symfuzz import opcheck
 NS = "symfuzz_gradprec"
 
 
-@torch.library.custom_op(f"{NS}::scale_f32", mutates_args=())
-def scale_f32(x: torch.Tensor) -> torch.Tensor:
-    """Quantization-like: computes and returns float32 whatever dtype it is given."""
-    return (x.float() * 3.0).tanh()
+def _float32_op(name: str, backward_factor: float):
+    """Quantization-like: computes and returns float32 whatever dtype it is given; its
+    registered backward is ``backward_factor`` times the true one (1.0: right)."""
+
+    @torch.library.custom_op(f"{NS}::{name}", mutates_args=())
+    def op(x: torch.Tensor) -> torch.Tensor:
+        return (x.float() * 3.0).tanh()
+
+    op.register_fake(lambda x: x.new_empty(x.shape, dtype=torch.float32))
+
+    def setup(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        y = (x.float() * 3.0).tanh()
+        return (grad * 3.0 * (1 - y * y) * backward_factor).to(x.dtype)
+
+    op.register_autograd(backward, setup_context=setup)
+    return op
 
 
-@scale_f32.register_fake
-def _(x):
-    return x.new_empty(x.shape, dtype=torch.float32)
-
-
-def _scale_backward(ctx, grad):
-    (x,) = ctx.saved_tensors
-    y = (x.float() * 3.0).tanh()
-    return (grad * 3.0 * (1 - y * y) * ctx.wrong).to(x.dtype)
-
-
-def _setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
-    ctx.wrong = 1.0
-
-
-torch.library.register_autograd(f"{NS}::scale_f32", _scale_backward, setup_context=_setup)
-
-
-@torch.library.custom_op(f"{NS}::scale_f32_wrong", mutates_args=())
-def scale_f32_wrong(x: torch.Tensor) -> torch.Tensor:
-    return (x.float() * 3.0).tanh()
-
-
-@scale_f32_wrong.register_fake
-def _(x):
-    return x.new_empty(x.shape, dtype=torch.float32)
-
-
-def _setup_wrong(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
-    ctx.wrong = 1.5
-
-
-torch.library.register_autograd(f"{NS}::scale_f32_wrong", _scale_backward, setup_context=_setup_wrong)
+_float32_op("scale_f32", 1.0)
+_float32_op("scale_f32_wrong", 1.5)
 
 
 def test_an_op_that_computes_in_float32_is_judged_at_float32_tolerances():

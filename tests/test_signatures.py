@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch._dynamo.backends import registry
 
-from symfuzz.corpus.deaths import ask_for_stack, coarse_signature, death_signature, place_of
+from symfuzz.corpus.deaths import ask_for_stack, death_signature, place_of
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.replay import replay_finding
 from symfuzz.corpus.scripts import render_repro
@@ -368,7 +368,7 @@ def died(case, plants, tmp_path, lane=EAGER, cause="SIGSEGV"):
     """The replay of ``case`` as a death finding stored without a place (as an older symfuzz
     stored them): reproduced by its cause, with the signature of where it died now."""
     verdict = Verdict(ok=False, oracle="isolation", symptom="process-death", stage="unknown",
-                      signature=coarse_signature("process-death", lane.name, cause), evidence=Died(cause=cause))
+                      signature=script_runtime.signature("process-death", lane.name, cause), evidence=Died(cause=cause))
     finding = Finding(case=case.to_json(), verdict=verdict, lane=lane.to_json())
     env = {**planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
     outcome = replay_finding(finding, timeout=300, env_extra=env)
