@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from symfuzz.corpus.deaths import ENABLE_LINES as STACK_DUMP_LINES
+from symfuzz.corpus.deaths import cause_of, place_from_evidence
 from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_INVALID = 0, 1, 2
@@ -479,7 +480,16 @@ def main():
 
 
 def _headline(verdict) -> str:
-    return f"symfuzz repro: {verdict.symptom} ({verdict.stage}) [{verdict.signature}]"
+    return f"symfuzz repro: {_what(verdict)} ({verdict.stage}) [{verdict.signature}]"
+
+
+def _what(verdict) -> str:
+    """The symptom, and for a death or hang where it happened: the first thing a reader needs."""
+    place = place_from_evidence(verdict.evidence)
+    if place is None:
+        return verdict.symptom
+    cause = cause_of(verdict.symptom, verdict.evidence)
+    return f"{verdict.symptom}, {'ran past its time limit' if cause == 'timeout' else cause} {place.describe()}"
 
 
 def _calls_json(case) -> str:
@@ -656,7 +666,8 @@ def render_compact(case, verdict, lane: dict, environment: dict, *, discrete: bo
     compile_args = f"backend={lane['backend']!r}, dynamic={schedule.dynamic!r}"
     if lane.get("mode"):
         compile_args += f", mode={lane['mode']!r}"
-    head = prelude(f"{symptom} under torch.compile({compile_args}) on cpu.", (
+    what = _what(verdict)
+    head = prelude(f"{what}{',' if what != symptom else ''} under torch.compile({compile_args}) on cpu.", (
         f"Minified by symfuzz from finding {verdict.signature} (lane {lane['name']}),\n"
         f"found with torch {environment.get('torch')}. `python repro.py` raises while the bug is present."),
         env=lane.get("env"))
