@@ -53,7 +53,7 @@ class SizeRule:
 class Contracts:
     fixed: dict = field(default_factory=dict)  # slot -> why
     follows: dict = field(default_factory=dict)  # (slot, dim) -> SizeRule
-    ties: list = field(default_factory=list)  # ((slot, dim), (slot, dim), calls): equal in every varied call
+    ties: list = field(default_factory=list)  # ((slot, dim), (slot, dim), why): equal in every call, a contract
 
     def is_tied(self, slot: int, dim: int) -> bool:
         """Must this dim keep the size of another tensor's dim (a tie every recorded call showed)?"""
@@ -70,9 +70,8 @@ class Contracts:
                  for s, why in sorted(self.fixed.items())]
         for (s, d), rule in sorted(self.follows.items()):
             lines.append(f"{names[s]}: size({d}) follows {rule.text(names, leaf_names)}, as in every recorded call")
-        for (s, d), (t, j), calls in self.ties:
-            lines.append(f"{names[s]}.size({d}) == {names[t]}.size({j}): equal in all {calls} recorded calls while "
-                         "it varied; no axis unties them")
+        for (s, d), (t, j), why in self.ties:
+            lines.append(f"{names[s]}.size({d}) == {names[t]}.size({j}): {why}; no axis unties them")
         return lines
 
 
@@ -124,22 +123,33 @@ def infer(templates) -> Contracts:
     shapes = [[s.shape for s in t.slots] for t in templates]
     n = len(templates[0].slots)
     varied = [len({call[s] for call in shapes}) > 1 for s in range(n)]
+    ints = _int_leaves(templates[0])
     if not any(varied):
         return _from_ties(templates[0])
+    follows = {}
+    for s in range(n):
+        for d in range(len(templates[0].slots[s].shape)):
+            rule = _explaining_rule(templates, s, d, varied, ints, require_variation=True)
+            if rule is not None:
+                follows[(s, d)] = rule
+    # A tensor whose every change is explained by rules (absmax: ceil(A.numel() / blocksize),
+    # with only the blocksize changing) is not a shape the caller varied: the others
+    # keeping theirs does not make them lookup tables.
+    free_variation = [varied[s] and not all((s, d) in follows or len({call[s][d] for call in shapes}) == 1
+                                            for d in range(len(templates[0].slots[s].shape))) for s in range(n)]
+    if not any(free_variation):
+        # As from one shape, but with the rules every call showed (a rule read off one call
+        # could be a coincidence the others refute).
+        out = _from_ties(templates[0], follows)
+        out.ties = _ties(templates, out)
+        return out
     out = Contracts()
     calls = len(templates)
     for s in range(n):
         if not varied[s]:
-            others = [slot_names(templates[0])[o] for o in range(n) if varied[o]]
+            others = [slot_names(templates[0])[o] for o in range(n) if free_variation[o]]
             out.fixed[s] = f"the same shape in all {calls} recorded calls while {', '.join(others)} varied"
-    ints = _int_leaves(templates[0])
-    for s in range(n):
-        if s in out.fixed:
-            continue
-        for d in range(len(templates[0].slots[s].shape)):
-            rule = _explaining_rule(templates, s, d, varied, ints, require_variation=True)
-            if rule is not None:
-                out.follows[(s, d)] = rule
+    out.follows = {k: r for k, r in follows.items() if k[0] not in out.fixed}
     out.ties = _ties(templates, out)
     return out
 
@@ -150,21 +160,52 @@ def _dim(template, s, d):
 
 
 def _ties(templates, contracts) -> list:
-    """Pairs of dims of two free tensors, equal in every call, whose size varied between calls."""
+    """Pairs of dims of two free tensors, equal in every call, that are a contract:
+    their size varied between calls, or no broadcasting can relate them (see _fixed_tie)."""
     first, out = templates[0], []
     n = len(first.slots)
-    dims = [(s, d) for s in range(n) if s not in contracts.fixed for d in range(len(first.slots[s].shape))]
+    dims = [(s, d) for s in range(n) if s not in contracts.fixed for d in range(len(first.slots[s].shape))
+            if (s, d) not in contracts.follows]
     for i, (s, d) in enumerate(dims):
         for t, j in dims[i + 1:]:
             if t == s:
                 continue
             sizes = [(_dim(tpl, s, d), _dim(tpl, t, j)) for tpl in templates]
-            if all(a is not None and a == b for a, b in sizes) and len({a for a, _ in sizes}) > 1:
-                out.append(((s, d), (t, j), len(templates)))
+            if not all(a is not None and a == b for a, b in sizes):
+                continue
+            if len({a for a, _ in sizes}) > 1:
+                out.append(((s, d), (t, j), f"equal in all {len(templates)} recorded calls while it varied"))
+            elif all(_fixed_tie(tpl, (s, d), (t, j)) for tpl in templates):
+                why = ("the op writes to one of them (the shape it gives its result)"
+                       if first.slots[s].mutable or first.slots[t].mutable
+                       else "equal in every recorded call, at places broadcasting never relates")
+                out.append(((s, d), (t, j), why))
     return out
 
 
-def _from_ties(template) -> Contracts:
+def _fixed_tie(template, a, b) -> bool:
+    """Is the equality of dims ``a`` and ``b`` (slot, dim) a contract even though its size never varied?
+
+    - One of the tensors is one the op writes to (``out=``, in place): it has the shape the op
+      gives its result, so it keeps the sizes it shares with the inputs.
+    - The two dims cannot meet under broadcasting (they are not at the same place counted from
+      the right, as per-row statistics ``[m]`` beside ``A[m, k]``), and the size is unambiguous:
+      it occurs once in each tensor. Broadcasting such a pair apart builds an input no caller
+      makes; dims broadcasting aligns (a bias ``[k]`` beside ``A[m, k]``) stay the sweep's.
+    """
+    (s, d), (t, j) = a, b
+    slots = template.slots
+    size = slots[s].shape[d]
+    if size < 2:
+        return False
+    if slots[s].mutable or slots[t].mutable:
+        return True
+    if len(slots[s].shape) - d == len(slots[t].shape) - j:
+        return False
+    return list(slots[s].shape).count(size) == 1 and list(slots[t].shape).count(size) == 1
+
+
+def _from_ties(template, follows=None) -> Contracts:
     """No recorded call varied: read the contracts from the one call's ties.
 
     A dim that is ``ceil(n / k)`` of another argument follows it. A tensor none
@@ -177,11 +218,15 @@ def _from_ties(template) -> Contracts:
     n = len(shapes)
     ints = _int_leaves(template)
     everywhere = [True] * n
-    for s in range(n):
-        for d in range(len(shapes[s])):
-            rule = _explaining_rule([template], s, d, everywhere, ints, require_variation=False)
-            if rule is not None:
-                out.follows[(s, d)] = rule
+    if follows is not None:
+        out.follows = dict(follows)
+    else:
+        for s in range(n):
+            for d in range(len(shapes[s])):
+                rule = _explaining_rule([template], s, d, everywhere, ints, require_variation=False)
+                if rule is not None:
+                    out.follows[(s, d)] = rule
+    out.ties = _ties([template], out)
     sized = [s for s in range(n) if any(v >= 2 for v in shapes[s])]
     if len(sized) < 2:
         return out
@@ -195,6 +240,7 @@ def _from_ties(template) -> Contracts:
         for s in sized:
             if s not in linked:
                 out.fixed[s] = "its sizes tie to no other argument and no output of the one recorded shape"
+        out.ties = [tie for tie in out.ties if tie[0][0] not in out.fixed and tie[1][0] not in out.fixed]
     return out
 
 
