@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+import signal
+import threading
 import time
 from dataclasses import replace
 
@@ -33,7 +37,7 @@ from symfuzz.opcheck.checks.common import (
 from symfuzz.opcheck.checks.fake import DataDependence
 from symfuzz.opcheck.contracts import assign as assign_contracts
 from symfuzz.opcheck.inputs import Template
-from symfuzz.opcheck.report import CheckResult, Failure, Report
+from symfuzz.opcheck.report import CheckResult, Failure, Report, internal_error
 from symfuzz.opcheck.repro import render
 from symfuzz.opcheck.variants import REJECTED, UNJUDGED, Novelty, Sweep, Variant, axis_of, search, shrink
 
@@ -80,6 +84,11 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
         report.seconds = time.monotonic() - start
         return report
 
+    templates, left_out = _worth_checking(templates)
+    if left_out:
+        report.info.append(f"{left_out} recorded call(s) over {LARGE_SAMPLE:,} elements were not checked at their "
+                           "own size: a smaller recorded call of the same arguments is, and is swept (all of them "
+                           "counted for the contracts)")
     total = DEFAULT_BUDGET if budget is None else float(budget)
     weight = sum(spec.weight for spec in specs)
     runner = _Runner(op, templates, sweep=sweep, seed=seed, on_input=on_input, require_autograd=require_autograd,
@@ -91,29 +100,96 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
                            "requiring grad. If it is meant to be trained through, make that a failure: "
                            "require_autograd=True, --require-autograd (pytest: --opcheck-require-autograd) or "
                            "the store's require_autograd setting")
-    for spec in specs:
-        name = spec.name
-        share = total * spec.weight / weight
-        # A check is skipped when one it builds on failed: it would fail for the same reason.
-        failed = [p for p in spec.prerequisites if p in report.results and report.results[p].status == "failed"]
-        if failed:
-            result = CheckResult(name, "skipped", reason=f"{', '.join(failed)} failed; this check would fail for the same reason")
-        elif runner.quick and spec.quick == "skip":
-            result = CheckResult(name, "skipped", reason="--quick leaves out the checks that compile with Inductor; "
-                                 "run without --quick for them")
-        elif spec.needs_gradients and not runner.differentiable and not require_autograd:
-            result = CheckResult(name, "skipped", reason="the op is not differentiable, so there are no gradients to "
-                                 f"check (backward raises: {runner.not_differentiable})")
-        else:
-            try:
-                result = runner.run(spec, deadline=time.monotonic() + share)
-            except Exception as exc:  # noqa: BLE001 - a checker bug must not lose the other checks, nor blame the op
-                result = CheckResult(name, "skipped", reason=f"the checker itself raised {first_line(exc)}")
-        report.results[name] = result
-        if progress is not None:
-            progress(name, result)
+    op_deadline = start + total
+    left_weight = weight
+    with _hard_limit(op_deadline - time.monotonic()) as limit:
+        for spec in specs:
+            name = spec.name
+            # Each check gets its weight's share of what is left: time a quick check did not use goes to the rest.
+            share = max(op_deadline - time.monotonic(), 0.0) * spec.weight / left_weight
+            left_weight -= spec.weight
+            if limit.rang:
+                break
+            result = _run_check(spec, runner, report, share, total, require_autograd)
+            report.results[name] = result
+            if progress is not None:
+                progress(name, result)
+    for spec in specs:  # the budget ran out between checks: the rest did not run
+        if spec.name not in report.results:
+            report.results[spec.name] = result = CheckResult(
+                spec.name, "skipped", reason=f"the op's time budget ({total:g}s) ran out before this check; "
+                "raise --budget to run it")
+            if progress is not None:
+                progress(spec.name, result)
     report.seconds = time.monotonic() - start
     return report
+
+
+def _run_check(spec, runner, report, share, total, require_autograd) -> CheckResult:
+    """One check's result; a check the op's budget cut short keeps what it judged, and says so."""
+    name = spec.name
+    # A check is skipped when one it builds on failed: it would fail for the same reason.
+    failed = [p for p in spec.prerequisites if p in report.results and report.results[p].status == "failed"]
+    if failed:
+        return CheckResult(name, "skipped", reason=f"{', '.join(failed)} failed; this check would fail for the same reason")
+    if runner.quick and spec.quick == "skip":
+        return CheckResult(name, "skipped", reason="--quick leaves out the checks that compile with Inductor; "
+                           "run without --quick for them")
+    if spec.needs_gradients and not runner.differentiable and not require_autograd:
+        return CheckResult(name, "skipped", reason="the op is not differentiable, so there are no gradients to "
+                           f"check (backward raises: {runner.not_differentiable})")
+    try:
+        return runner.run(spec, deadline=time.monotonic() + share)
+    except BudgetExhausted:
+        result = runner.result if runner.result is not None else CheckResult(name, "passed")
+        judged = max(result.inputs_tried, runner.inputs_given - 1)  # the last one was cut short
+        if result.status != "failed" and not judged:
+            return CheckResult(name, "skipped", reason=f"the op's time budget ({total:g}s) ran out before this "
+                               "check judged an input; raise --budget to run it")
+        result.notes.append(f"the op's time budget ({total:g}s) ran out in this check, after {judged} input(s); "
+                            "raise --budget to check further")
+        return result
+    except Exception as exc:  # noqa: BLE001 - a checker bug must not lose the other checks, nor blame the op
+        why = internal_error(exc)
+        return CheckResult(name, "skipped", reason=f"symfuzz's own error: {why}", internal=why)
+
+
+class BudgetExhausted(BaseException):
+    """The op's whole time budget ran out in the middle of a check (check()'s hard limit).
+    A BaseException: the judges' and the sweep's ``except Exception`` must not swallow it."""
+
+
+class _Limit:
+    rang = False
+
+
+@contextlib.contextmanager
+def _hard_limit(seconds: float):
+    """Raise BudgetExhausted in this thread once ``seconds`` have passed, so that no single
+    input (a gradient check, a compile) runs an op past its budget. Only where a timer signal
+    can do it and nobody else uses one: the main thread of a Unix process with no interval
+    timer set (pytest-timeout's, say). Elsewhere the deadlines between inputs still bound
+    the search, and the runner's time limit kills a child that overruns."""
+    limit = _Limit()
+    usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+              and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
+    if not usable:
+        yield limit
+        return
+
+    def ring(signum, frame):
+        limit.rang = True
+        raise BudgetExhausted()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    try:
+        yield limit
+    except BudgetExhausted:  # rang between two checks: the rest are skipped (limit.rang)
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def sample_templates(op, pairs, fixed=None):
@@ -124,9 +200,16 @@ def sample_templates(op, pairs, fixed=None):
     it (a tie the contracts read) and its contracts (``opcheck.contracts``).
     """
     templates, error = [], ""
-    for n, (args, kwargs) in enumerate(pairs):
-        template = make_template(op, args, kwargs)
+    made = [make_template(op, args, kwargs) for args, kwargs in pairs]
+    checked, _ = _worth_checking(made)
+    for n, template in enumerate(made):
         template.index = n  # which sample a judged input comes from (the runner reports it)
+        if not any(template is t for t in checked):
+            # Left out of the checks (_worth_checking): it counts for the contracts, and
+            # running its kernel at production size here would cost as much as a check.
+            template.output_sizes = set()
+            templates.append(template)
+            continue
         try:
             sample_args, sample_kwargs = template.original().build()
             with torch.no_grad():
@@ -145,16 +228,56 @@ def sample_templates(op, pairs, fixed=None):
     return templates, "", lines + describe_coupled(coupled_optionals(op, templates))
 
 
+# A recorded call with more tensor elements than this is checked only when no smaller call of the
+# same arguments was recorded (_worth_checking).
+LARGE_SAMPLE = 2**20
+
+
+def _worth_checking(templates):
+    """(the templates to check, how many were left out): a call recorded at production sizes
+    (a suite's accuracy tests) costs every check seconds per input, and shows nothing a smaller
+    call of the same arguments (the same structure) does not, once the sweep varies that one's
+    sizes, dtypes and layouts. Left out only where such a smaller call exists."""
+    def elements(t):
+        return sum(_numel(slot.shape) for slot in t.slots)
+
+    smallest: dict = {}
+    for t in templates:
+        key = str(t.spec)
+        if key not in smallest or elements(t) < elements(smallest[key]):
+            smallest[key] = t
+    kept = [t for t in templates if elements(t) <= LARGE_SAMPLE or smallest[str(t.spec)] is t]
+    return kept, len(templates) - len(kept)
+
+
+def _numel(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
 def derived_templates(op, templates, fixed=None) -> list[Template]:
     """The samples derived from each template by changing one non-tensor argument
     (``opcheck.arguments``), each with its contracts. The kernel is not called here:
     a value it refuses is refused by each check's first call, and one it crashes on
     crashes inside a check, which names the input (and the crash probes rebuild it)."""
-    out = []
+    out, seen = [], set()
     coupled = coupled_optionals(op, templates)  # the recorded calls give them together or not at all
-    for template in templates:
+    # The smallest sample first: the same change to a larger sample of the same arguments
+    # ("blocksize=0", "bias given" at the same rank) shows nothing new and costs more.
+    for template in sorted(templates, key=lambda t: sum(_numel(slot.shape) for slot in t.slots)):
         for derived in derived_samples(op, template, lambda a, k: make_template(op, a, k), coupled):
+            change = (str(template.spec), re.sub(r"\[[^\]]*\]", _rank_of_shape, derived.axis))
+            if change in seen:
+                continue
+            seen.add(change)
+            if len(derived.slots) == len(template.slots):
+                derived = _within_rules(op, derived, template.contracts)
+                if derived is None:
+                    continue
             derived.index = template.index
+            derived.schema = op._schema
             derived.output_sizes = getattr(template, "output_sizes", set())  # the sample's outputs: ties to read
             if len(derived.slots) == len(template.slots):
                 derived.contracts = template.contracts
@@ -165,6 +288,39 @@ def derived_templates(op, templates, fixed=None) -> list[Template]:
                     continue
             out.append(derived)
     return out
+
+
+def _rank_of_shape(match) -> str:
+    """"[4, 32]" -> "[rank 2]", "[]" -> "[rank 0]": a derived sample's change, whatever the sample's sizes."""
+    inner = match.group(0)[1:-1].strip()
+    return f"[rank {inner.count(',') + 1 if inner else 0}]"
+
+
+def _within_rules(op, derived: Template, contracts) -> Template | None:
+    """``derived`` with each tensor whose size follows an argument resized to what the rule
+    gives for the derived sample's arguments (absmax, ``ceil(A.numel() / blocksize)``, for a
+    new blocksize; its values repeat cyclically); None where that can't be done. The sample's
+    tensors with another int argument are an input no caller makes."""
+    if contracts is None or not contracts.follows:
+        return derived
+    shapes = [tuple(slot.shape) for slot in derived.slots]
+    leaves = list(derived.leaves)
+    for (s, d), rule in contracts.follows.items():
+        try:
+            want = rule.size(shapes, derived.leaves)
+        except (TypeError, ValueError, IndexError):  # the divisor argument is now None, or not an int
+            return None
+        if want == shapes[s][d]:
+            continue
+        tensor = leaves[derived.tensor_positions[s]]
+        if want < 0 or tensor.shape[d] == 0:
+            return None
+        index = torch.arange(want, device=tensor.device) % tensor.shape[d]
+        leaves[derived.tensor_positions[s]] = tensor.index_select(d, index).contiguous()
+    args, kwargs = pytree.tree_unflatten(leaves, derived.spec)
+    rebuilt = make_template(op, args, kwargs)
+    rebuilt.axis = derived.axis
+    return rebuilt
 
 
 def _check_names(checks):
@@ -207,6 +363,8 @@ class _Runner:
         # What the checks of this op build once and share (the Inductor-compiled op:
         # checks.compile.shared_compiled), so that no judge compiles it again.
         self.shared: dict = {}
+        self.result = None  # the result of the check running now
+        self.inputs_given = 0  # the inputs it was given so far
         self.derived = list(derived)  # samples with another argument value (opcheck.arguments)
         self.on_input = on_input
         self.require_autograd = require_autograd
@@ -240,7 +398,8 @@ class _Runner:
     def run(self, spec: CheckSpec, *, deadline) -> CheckResult:
         name = spec.name
         start = time.monotonic()
-        result = CheckResult(name, "passed")
+        self.result = result = CheckResult(name, "passed")  # what a check cut short by the op's budget keeps
+        self.inputs_given = 0
         applicable, not_applicable = False, "no floating-point input to differentiate"
         derived = self.derived if spec.axes else []
         for template in self.templates + derived:
@@ -248,8 +407,7 @@ class _Runner:
             if hasattr(judge, "applies") and not judge.applies(template):
                 not_applicable = getattr(judge, "not_applicable", not_applicable)
                 continue
-            if self.on_input is not None:
-                judge = _Announced(judge, name, self.on_input)
+            judge = _Announced(judge, name, self.on_input, self)
             applicable = True
             if time.monotonic() > deadline and template.axis:
                 result.notes.append("the time budget ran out before every argument kind was tried; "
@@ -304,7 +462,7 @@ class _Runner:
         if not self.sweep or (self.quick and spec.quick == "sample"):
             return None
         # A derived sample (another argument value) gets its sizes made odd, not the whole sweep.
-        variants = [Variant(tuple(_odd_sizes(sw.original_sizes())), seed=1)] if derived else _edge_variants(spec, sw)
+        variants = [Variant(tuple(_odd_sizes(sw.swept_sizes())), seed=1)] if derived else _edge_variants(spec, sw)
         examples = 0 if derived or self.quick else spec.examples
         found = search(judge, sw, deadline=deadline, variants=variants, examples=examples, max_size=spec.max_size,
                        novelty=novelty)
@@ -323,12 +481,12 @@ def _edge_variants(spec: CheckSpec, sw: Sweep):
     """The check's edge variants (its ``edges``, opcheck.checklist.Edge), or None for all of the sweep's."""
     if spec.edges is None:
         return None
-    base = sw.original_sizes()
+    base = sw.swept_sizes()  # a large sample's variants at smaller stand-in sizes (Sweep.swept_sizes)
     slots = len(sw.template.slots)
     transposed = [tuple(i == n for i in range(slots)) for n in range(slots)]  # one tensor laid out, per tensor
     out = []
     for edge in spec.edges:
-        sizes = _EDGE_SIZES[edge.sizes](base)
+        sizes = _EDGE_SIZES[edge.sizes](sw.original_sizes() if edge.sizes == "sample" else base)
         if sizes is None:
             continue
         if edge.transposed:
@@ -376,10 +534,11 @@ _EDGE_SIZES = {"sample": _sample_sizes, "odd": _odd_sizes, "at most 3": _at_most
 
 
 class _Announced:
-    """A judge that reports each input before judging it."""
+    """A judge that reports each input before judging it (when there is ``on_input``),
+    and counts them on the runner (what a check cut short by the budget says it judged)."""
 
-    def __init__(self, judge, name, on_input):
-        self.judge, self.name, self.on_input = judge, name, on_input
+    def __init__(self, judge, name, on_input, runner):
+        self.judge, self.name, self.on_input, self.runner = judge, name, on_input, runner
         self.notes = getattr(judge, "notes", [])
 
     @property
@@ -387,7 +546,9 @@ class _Announced:
         return getattr(self.judge, "last_info", ())
 
     def __call__(self, case):
-        self.on_input(self.name, case)
+        if self.on_input is not None:
+            self.on_input(self.name, case)
+        self.runner.inputs_given += 1
         return self.judge(case)
 
 

@@ -26,14 +26,17 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from symfuzz.corpus.deaths import ask_for_stack, place_of
 from symfuzz.corpus.deaths import enable as enable_stack_dumps
 from symfuzz.corpus.replay import resident_mb
 from symfuzz.opcheck.checklist import CHECKS
 from symfuzz.opcheck.crashes import SHRINK_SECONDS, kernel_alone_finishes, shrink_crash
-from symfuzz.opcheck.report import CheckResult, Failure, Report
+from symfuzz.opcheck.report import CheckResult, Failure, Report, internal_error
 from symfuzz.opcheck.task import Task, event_writer, kill_group, load_task, recorded_samples, schema_samples
 
 
@@ -60,6 +63,31 @@ def op_timeout(task: Task) -> float:
 def run_ops(task: Task, *, isolate: bool = True, on_report=None, on_start=None) -> list[Report]:
     if not isolate:
         return _check_all(task, on_start=on_start, on_report=on_report)
+    lanes = min(max(task.workers, 1), len(task.ops))
+    if lanes <= 1:
+        return _run_ops_in_turn(task, on_report=on_report, on_start=on_start)
+    # Side by side: each lane is a child (and its successors after a crash) with every
+    # lanes-th op. The callbacks are called one at a time.
+    lock = threading.Lock()
+
+    def locked(callback):
+        if callback is None:
+            return None
+
+        def call(*args):
+            with lock:
+                callback(*args)
+        return call
+
+    shares = [task.ops[k::lanes] for k in range(lanes)]
+    with ThreadPoolExecutor(lanes) as pool:
+        done = pool.map(lambda ops: _run_ops_in_turn(replace(task, ops=ops, workers=1), on_report=locked(on_report),
+                                                     on_start=locked(on_start), lanes=lanes), shares)
+        by_op = {report.op: report for reports in done for report in reports}
+    return [by_op[op] for op in task.ops if op in by_op]
+
+
+def _run_ops_in_turn(task: Task, *, on_report=None, on_start=None, lanes: int = 1) -> list[Report]:
     reports: dict[str, Report] = {}
     remaining = list(task.ops)
     with tempfile.TemporaryDirectory(prefix="symfuzz-opcheck-") as tmp:
@@ -72,7 +100,7 @@ def run_ops(task: Task, *, isolate: bool = True, on_report=None, on_start=None) 
                 json.dump({**task.__dict__, "ops": remaining}, f)
             open(out_path, "w").close()
             started, status, state = _run_child(task_path, out_path, op_timeout(task), reports, on_start, on_report,
-                                                task.memory_limit_mb)
+                                                task.memory_limit_mb, lanes)
             remaining = [op for op in remaining if op not in reports]
             if started is not None and started not in reports:
                 report = died_report(task, started, status, state)
@@ -94,6 +122,18 @@ def run_ops(task: Task, *, isolate: bool = True, on_report=None, on_start=None) 
                         on_report(reports[op])
                 remaining = []
     return [reports[op] for op in task.ops if op in reports]
+
+
+def _child_env(lanes: int = 1) -> dict:
+    """The checking child's environment: Inductor compiles in the child itself, as one op's
+    graph is a kernel or two; a pool of compile workers would cost more to start (seconds,
+    per child) than it saves. Children side by side share the cores between their threads.
+    The user's own settings win."""
+    env = dict(os.environ)
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if lanes > 1:
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // lanes)))
+    return env
 
 
 def died_report(task: Task, op: str, status: dict, state: dict) -> Report:
@@ -159,16 +199,16 @@ def _probe_crash(task: Task, report: Report, last: dict) -> None:
     failure.axis = found.get("axis") or failure.axis
 
 
-def _run_child(task_path, out_path, timeout, reports, on_start, on_report, memory_limit_mb):
+def _run_child(task_path, out_path, timeout, reports, on_start, on_report, memory_limit_mb, lanes=1):
     """Run one child until it finishes, dies or overruns; returns (op it was
     checking when it stopped or None, {"why", "kind"}, what it said about that op)."""
     with tempfile.TemporaryFile() as stderr:
-        return _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, memory_limit_mb)
+        return _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, memory_limit_mb, lanes)
 
 
-def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, memory_limit_mb):
+def _watch(task_path, out_path, timeout, reports, on_start, on_report, stderr, memory_limit_mb, lanes=1):
     child = subprocess.Popen([sys.executable, "-m", "symfuzz.opcheck.runner", task_path, out_path],
-                             stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+                             stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True, env=_child_env(lanes))
     state = {"current": None, "since": time.monotonic(), "last_input": None, "done": {}}
 
     def handle(events):
@@ -294,7 +334,7 @@ def _check_all(task: Task, *, on_start=None, on_report=None, emit=None) -> list[
         except OpCheckUsageError as exc:
             report = Report(op=op, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - one op's checker failure must not lose the others
-            report = Report(op=op, error=f"the checker itself failed: {type(exc).__name__}: {exc}")
+            report = Report(op=op, internal=internal_error(exc))
         reports.append(report)
         if emit:
             emit({"report": report.to_json()})
@@ -321,7 +361,7 @@ def _announcers(emit) -> dict:
     # deferred: torch, in the checking child only (see DEFAULT_BUDGET above)
     from symfuzz.opcheck.variants import axis_of
 
-    told = set()
+    told, lines = set(), []
 
     def on_input(check_name, case):
         if check_name not in told:
@@ -330,7 +370,9 @@ def _announcers(emit) -> dict:
         if id(case.template) not in told:
             told.add(id(case.template))
             contracts = case.template.contracts
-            emit({"op_info": {"contracts": contracts.describe(case.template) if contracts else []}})
+            # Every sample's lines, in the order they come: the report's own list (check()) reads the same.
+            lines.extend(line for line in (contracts.describe(case.template) if contracts else []) if line not in lines)
+            emit({"op_info": {"contracts": list(lines)}})
         emit({"input": {"check": check_name, "input": case.describe(), "case": case.to_json(),
                         "variant": case.variant.to_json() if case.variant else None,
                         "sample": case.template.index, "argument": case.template.axis,

@@ -37,6 +37,7 @@ class Task:
     require_autograd: list[str] = field(default_factory=list)
     timeout: float | None = None  # seconds one op may take before it counts as hung (default: op_timeout)
     memory_limit_mb: int = 8192  # resident; a child past it is killed and its op reported as out-of-memory
+    workers: int = 1  # checking processes side by side, each with its share of the ops (opcheck.runner.run_ops)
 
 
 def load_task(task: Task, emit=None) -> list[str]:

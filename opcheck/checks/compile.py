@@ -21,14 +21,16 @@ import contextlib
 
 import torch
 import torch._dynamo
+import torch._dynamo.exc
 import torch.utils._pytree as pytree
+from torch._dynamo.utils import counters
 
 from symfuzz.fuzz.script_runtime import compare
 from symfuzz.opcheck.checklist import AOT_DISPATCH_DYNAMIC
 from symfuzz.opcheck.checks.autograd import weighted_sum
 from symfuzz.opcheck.checks.common import Problem, differentiable_outputs, first_line, float_slots, run_real
 from symfuzz.opcheck.inputs import Case, copy_exactly
-from symfuzz.opcheck.variants import REJECTED
+from symfuzz.opcheck.variants import REJECTED, UNJUDGED
 
 
 class AotDispatchDynamicCheck:
@@ -52,9 +54,23 @@ class AotDispatchDynamicCheck:
         return None
 
 
+# Inductor compiles an op may make across all of its inputs: one, the dynamic graph (with its
+# backward), shared by every input within its guards. A cold compile costs seconds, and a
+# size-1, layout or dtype specialization would cost as much again: an input that would need
+# another compile is not judged by this check (the other checks judge it).
+INDUCTOR_COMPILES = 1
+
+
+def _compiles(shared: dict) -> int:
+    """Graphs Inductor compiled for this op so far (Dynamo's own count, since shared_compiled)."""
+    return counters["stats"]["unique_graphs"] - shared.get("graphs_before", 0)
+
+
 @contextlib.contextmanager
-def _dynamo_config():
+def _dynamo_config(no_more_compiles: bool = False):
     patches = {"recompile_limit": 64, "accumulated_recompile_limit": 4096}
+    if no_more_compiles:
+        patches["error_on_recompile"] = True  # raises RecompileError instead: that input is not judged
     if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
         # Hitting the limit would fall back to eager and make the check pass vacuously.
         patches["fail_on_recompile_limit_hit"] = True
@@ -70,6 +86,7 @@ def shared_compiled(op, shared: dict):
     or a new one is compiled, so an input within the guards costs one call, not a compile."""
     if "inductor" not in shared:
         torch._dynamo.reset()  # another op's entries must not count against this one's limit
+        shared["graphs_before"] = counters["stats"]["unique_graphs"]
 
         def call_op(*args, **kwargs):
             return op(*args, **kwargs)
@@ -84,6 +101,7 @@ class InductorDynamicCheck:
         # None: a compile of its own (as before issue 17; the runner's legacy mode).
         self.shared = shared
         self._compiled = None
+        self.notes: list[str] = []  # the runner adds them to the check's result
 
     def compiled(self):
         if self._compiled is None:
@@ -97,8 +115,16 @@ class InductorDynamicCheck:
         eager = self.run(self.op, case, grads)
         if isinstance(eager, BaseException):
             return REJECTED
-        with _dynamo_config():
-            compiled = self.run(self.compiled(), case, grads)
+        fn = self.compiled()
+        shared = {} if self.shared is None else self.shared
+        with _dynamo_config(no_more_compiles=self.shared is not None and _compiles(shared) >= INDUCTOR_COMPILES):
+            compiled = self.run(fn, case, grads)
+        if isinstance(compiled, torch._dynamo.exc.RecompileError):
+            note = ("inputs that would have needed another Inductor compile were not judged by this check (one "
+                    "compile per op: each costs seconds; the other checks judge them)")
+            if note not in self.notes:
+                self.notes.append(note)
+            return UNJUDGED
         if isinstance(compiled, BaseException):
             return Problem("compile-error", "torch.compile(backend='inductor', dynamic=True) raised where eager "
                            "succeeded: " + first_line(compiled, 500))
