@@ -156,6 +156,7 @@ def _harness_dirs() -> tuple[str, ...]:
 
 
 _HARNESS = _harness_dirs()
+HARNESS_DIRS = _HARNESS  # public: other layers tell symfuzz's own frames from the user's with it
 
 
 def _generated_callee(path: str, line: int) -> Optional[str]:

@@ -271,6 +271,9 @@ def _summarize(reports, store, args, apply_results) -> int:
         for result in report.results.values():
             for note in result.notes[:3]:
                 print(f"  note {result.check}: {note}")
+    internal = [(r.op, line) for r in reports for line in r.internal_errors()]
+    for op, line in internal:
+        print(f"INTERNAL ERROR of symfuzz, checking {op}: {line}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps([r.to_json() for r in reports], indent=2) + "\n")
@@ -282,7 +285,8 @@ def _summarize(reports, store, args, apply_results) -> int:
             raise OpcheckUsage(f"--store: {exc}; not rewritten") from None
         print(f"\nstore {args.store}: " + ("updated" if after.to_text() != before else "unchanged"))
         return EXIT_OK if not any(r.error for r in reports) else EXIT_FAILED
-    print(f"\n{len(reports)} op(s) checked, {unexpected} unexpected result(s)")
+    apart = f", {len(internal)} internal error(s) of symfuzz (not the ops')" if internal else ""
+    print(f"\n{len(reports)} op(s) checked, {unexpected} unexpected result(s){apart}")
     return EXIT_FAILED if unexpected else EXIT_OK
 
 

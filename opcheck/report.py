@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import asdict, dataclass, field
 
 _MARKS = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}
@@ -30,6 +31,7 @@ class CheckResult:
     inputs_rejected: int = 0  # generated inputs the real kernel itself refused
     inputs_skipped: int = 0  # generated inputs not judged: they brought no new information (variants.Novelty)
     seconds: float = 0.0
+    internal: str = ""  # symfuzz's own error cut this check short (internal_error): not the op's
 
     @property
     def passed(self) -> bool:
@@ -52,10 +54,16 @@ class Report:
     error: str = ""  # the op could not be checked at all (no sample the real kernel accepts, ...)
     contracts: list[str] = field(default_factory=list)  # arguments held fixed or following others, and why
     info: list[str] = field(default_factory=list)  # facts about the op, never failures ("not differentiable: ...")
+    internal: str = ""  # symfuzz's own error, which stopped the op's checks (internal_error): not the op's
 
     @property
     def ok(self) -> bool:
         return not self.error and all(r.passed for r in self.results.values())
+
+    def internal_errors(self) -> list[str]:
+        """symfuzz's own errors while checking this op: the op's, then each check's."""
+        return ([self.internal] if self.internal else []) + [
+            f"{name}: {r.internal}" for name, r in self.results.items() if r.internal]
 
     @property
     def failures(self) -> list[Failure]:
@@ -72,12 +80,15 @@ class Report:
         results = {name: CheckResult.from_json(r) for name, r in data.get("results", {}).items()}
         return cls(op=data["op"], results=results, samples=data.get("samples", 0),
                    seconds=data.get("seconds", 0.0), error=data.get("error", ""),
-                   contracts=list(data.get("contracts", [])), info=list(data.get("info", [])))
+                   contracts=list(data.get("contracts", [])), info=list(data.get("info", [])),
+                   internal=data.get("internal", ""))
 
     def marks(self) -> str:
         """"schema ok, faketensor FAIL, ...", or why the op was not checked."""
         if self.error:
             return f"not checked: {self.error}"
+        if self.internal and not self.results:
+            return f"not checked: symfuzz's own error: {self.internal}"
         return ", ".join(f"{name} {_MARKS[r.status]}" for name, r in self.results.items())
 
     def summary_line(self) -> str:
@@ -102,3 +113,22 @@ class Report:
             if r.status == "skipped" and r.reason:
                 lines.append(f"  skip {r.check}: {r.reason}")
         return "\n".join(lines)
+
+
+def internal_error(exc: BaseException) -> str:
+    """symfuzz's own error, said as such: what was raised and where (the innermost frames), to report."""
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    where = " <- ".join(f"{_short(f.filename)}:{f.lineno} in {f.name}" for f in reversed(frames))
+    text = str(exc).strip().splitlines()
+    return (f"{type(exc).__name__}: {text[0] if text else ''} (at {where or 'an unknown place'}); "
+            "a bug of symfuzz, not of the op: please report it with this line")
+
+
+def _short(path: str) -> str:
+    """A traceback's file from its package down (".../site-packages/torch/_ops.py" -> "torch/_ops.py")."""
+    parts = path.replace("\\", "/").split("/")
+    for anchor in ("site-packages", "dist-packages"):
+        if anchor in parts:
+            return "/".join(parts[parts.index(anchor) + 1:])
+    return "/".join(parts[-3:])
+

@@ -13,6 +13,7 @@ inputs of the swept shapes.
 
 from __future__ import annotations
 
+import traceback
 import warnings
 
 import torch
@@ -22,9 +23,16 @@ from torch.testing._internal.optests.autograd_registration import (
     autograd_registration_check,
 )
 
-from symfuzz.opcheck.checks.common import Problem, differentiable_outputs, first_line, float_slots, run_real
+from symfuzz.opcheck.checks.common import (
+    Problem,
+    differentiable_outputs,
+    first_line,
+    float_slots,
+    not_checked,
+    run_real,
+)
 from symfuzz.opcheck.inputs import Case
-from symfuzz.opcheck.variants import REJECTED
+from symfuzz.opcheck.variants import REJECTED, UNJUDGED
 
 # What backward says when an op has no gradient formula at all (not "not implemented
 # for bfloat16": that is a backward that exists and fails, which the checks report).
@@ -66,13 +74,16 @@ def missing_autograd(op, templates) -> str:
         if not outs or not inputs:
             continue
         try:
-            with warnings.catch_warnings():
-                # An op registered below the Autograd key warns here; autograd_registration reports that.
-                warnings.simplefilter("ignore")
+            with warnings.catch_warnings(record=True) as said:
+                # An op with no formula at the Autograd key gets torch's fallback, which (in its
+                # default "warn" mode) makes outputs require grad and warns on backward, giving
+                # no gradient: not differentiable, as much as one whose backward raises.
+                warnings.simplefilter("always")
                 torch.autograd.grad(weighted_sum(outs), inputs, allow_unused=True)
         except RuntimeError as exc:
             return first_line(exc) if _is_missing_formula(exc) else ""
-        return ""
+        missing = [str(w.message) for w in said if _is_missing_formula(w.message)]
+        return first_line(missing[0]) if missing else ""
     return ""
 
 
@@ -136,7 +147,17 @@ def _tensors(args, kwargs):
     return [x for x in pytree.tree_leaves((tuple(args), dict(kwargs))) if isinstance(x, torch.Tensor)]
 
 
+def _raised_in_gradcheck(exc: BaseException) -> bool:
+    """Was ``exc`` raised by gradcheck's own code (not by the op, forward or backward, it called)?"""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and frames[-1].filename.replace("\\", "/").endswith("/torch/autograd/gradcheck.py")
+
+
 class GradientCheck(_OnFloatInputs):
+    def __init__(self, op):
+        super().__init__(op)
+        self.notes: list[str] = []
+
     def __call__(self, case: Case):
         grads = float_slots(case.template)
         if run_real(self.op, case) is REJECTED:
@@ -195,6 +216,9 @@ class GradientCheck(_OnFloatInputs):
                            + ":\n"
                            + "\n".join(lines[:12]))
         except RuntimeError as exc:
+            if _raised_in_gradcheck(exc):  # gradcheck's own limits (an unsupported output, say): not the op
+                not_checked(self.notes, case, f"torch's gradcheck failed on them ({first_line(exc, 200)})")
+                return UNJUDGED
             # (An op with no formula at all never gets here: this check skips for it.)
             return Problem("backward-raised", "backward raised: " + first_line(exc))
         return None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import traceback
 from dataclasses import dataclass
 
 import torch
 import torch.utils._pytree as pytree
 
+from symfuzz.corpus.deaths import HARNESS_DIRS
 from symfuzz.opcheck.inputs import Case, Template
 from symfuzz.opcheck.variants import REJECTED
 
@@ -111,3 +113,42 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     line = text[0] if text else ""
     line = f"{type(exc).__name__}: {line}"
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+# ------------------------------------------------- torch's own checking machinery
+
+
+class Machinery:
+    """What a check gets when torch's own checking machinery (FakeTensorMode converting the
+    inputs, gradcheck) fails on an input the real kernel runs fine on: not the op's failure.
+    The check leaves that input unjudged and says so once (``not_checked``)."""
+
+    def __init__(self, what: str, exc: BaseException):
+        self.why = f"{what} failed on them ({first_line(exc, 200)})"
+
+
+def raised_by_machinery(exc: BaseException) -> bool:
+    """Did ``exc`` come from torch's machinery alone? Every frame of its traceback is torch's,
+    the stdlib's or symfuzz's, and it was not raised by the op call itself (torch/_ops.py, a
+    custom op's dispatch in torch/_library): a fake kernel in C++ raises there, one in Python
+    shows its own frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return False
+    innermost = frames[-1].filename.replace("\\", "/")
+    if innermost.endswith("/torch/_ops.py") or "/torch/_library/" in innermost:
+        return False
+
+    def machinery(path: str) -> bool:
+        path = path.replace("\\", "/")
+        return "/torch/" in path or path.startswith(HARNESS_DIRS) or ("/lib/python" in path and "-packages/" not in path)
+
+    return all(machinery(f.filename) for f in frames)
+
+
+def not_checked(notes: list, case, why: str) -> None:
+    """Say once, in a check's notes, that some inputs were not judged because ``why``."""
+    head = f"not checked on some inputs: {why}"
+    if not any(n.startswith(head) for n in notes):
+        notes.append(f"{head}, e.g. {case.describe()}; the op runs fine on them")
+

@@ -31,9 +31,17 @@ from torch.fx.experimental.symbolic_shapes import (
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from symfuzz.opcheck.checklist import FAKETENSOR
-from symfuzz.opcheck.checks.common import Problem, first_line, run_real, tensor_leaves
+from symfuzz.opcheck.checks.common import (
+    Machinery,
+    Problem,
+    first_line,
+    not_checked,
+    raised_by_machinery,
+    run_real,
+    tensor_leaves,
+)
 from symfuzz.opcheck.inputs import Case, TensorInput
-from symfuzz.opcheck.variants import REJECTED, value_classes
+from symfuzz.opcheck.variants import REJECTED, UNJUDGED, value_classes
 
 _READS_DATA = re.compile(
     r"DataDependentOutputException|GuardOnDataDependentSymNode|data.?ptr|local_scalar_dense|\.item\(\)|"
@@ -68,7 +76,10 @@ def run_fake(op, case: Case, *, symbolic: bool, inputs_out=None):
     mode = FakeTensorMode(shape_env=shape_env)
     args, kwargs = case.build()
     with torch.no_grad():
-        fargs, fkwargs = fake_inputs(mode, args, kwargs, symbolic=symbolic)
+        try:
+            fargs, fkwargs = fake_inputs(mode, args, kwargs, symbolic=symbolic)
+        except Exception as exc:  # noqa: BLE001 - FakeTensorMode can't hold these inputs: torch's, not the op's
+            return Machinery("torch's FakeTensorMode, converting the inputs,", exc), shape_env, []
         if inputs_out is not None:
             inputs_out.extend(t for t in pytree.tree_leaves((fargs, fkwargs)) if isinstance(t, torch.Tensor))
         before = len(shape_env.guards)
@@ -76,7 +87,10 @@ def run_fake(op, case: Case, *, symbolic: bool, inputs_out=None):
             with mode:
                 out = op(*fargs, **fkwargs)
         except Exception as exc:  # noqa: BLE001 - the fake kernel failing where the real one works is the finding
-            return classify_fake_error(exc), shape_env, []
+            problem = classify_fake_error(exc)
+            if problem.kind == "fake-raised" and raised_by_machinery(exc):
+                return Machinery("torch's FakeTensorMode", exc), shape_env, []
+            return problem, shape_env, []
     return out, shape_env, shape_env.guards[before:]
 
 
@@ -232,6 +246,7 @@ def _fill(spec: TensorInput, end: str) -> TensorInput:
 class FakeTensorCheck:
     def __init__(self, op, dependence: DataDependence):
         self.op, self.dependence = op, dependence
+        self.notes: list[str] = []
 
     def __call__(self, case: Case):
         real = run_real(self.op, case)
@@ -239,6 +254,9 @@ class FakeTensorCheck:
             return REJECTED
         fake_inputs_seen = []
         out, _, _ = run_fake(self.op, case, symbolic=False, inputs_out=fake_inputs_seen)
+        if isinstance(out, Machinery):
+            not_checked(self.notes, case, out.why)
+            return UNJUDGED
         if isinstance(out, Problem):
             return out
         # Sizes that depend on values are symbolic_fake's business (it
@@ -277,6 +295,9 @@ class SymbolicFakeCheck:
         if real is REJECTED:
             return REJECTED
         out, shape_env, guards = run_fake(self.op, case, symbolic=True)
+        if isinstance(out, Machinery):
+            not_checked(self.notes, case, out.why)
+            return UNJUDGED
         self.last_info = {("guard", _pretty(guard.expr, shape_env)) for guard in guards}
         varied = self.dependence.dims(case, real[2])
         if isinstance(out, Problem):
