@@ -47,7 +47,10 @@ import pytest
 from symfuzz.opcheck.checklist import CHECKS, check_names
 from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
 
-DEFAULT_BUDGET = 60.0  # seconds per op; opcheck.api's own default (120) is meant for one op at a time
+# Seconds per op, a hard limit over all its checks. Most ops finish in a few seconds, stopping
+# when new inputs bring nothing new; the limit keeps stage 2 within a typical suite's own time
+# (a few seconds per op). opcheck.api's own default (120) is meant for one op at a time.
+DEFAULT_BUDGET = 15.0
 DEFAULT_CALLS = ".symfuzz/opcheck-calls.jsonl"  # relative to rootdir
 REPRO_DIR = ".symfuzz/opcheck"  # relative to rootdir; one snippet per failing (op, check)
 # Accept mode from the environment; PYTORCH_OPCHECK_ACCEPT=1 is what PyTorch's own
@@ -82,6 +85,10 @@ def pytest_addoption(parser):
                     help=f"checks to run (default all: {', '.join(CHECKS)}; ini: opcheck_checks)")
     group.addoption("--opcheck-budget", default=None, metavar="SECONDS",
                     help=f"time budget per op, shared by its checks (default {DEFAULT_BUDGET:g}; ini: opcheck_budget)")
+    group.addoption("--opcheck-workers", default=None, metavar="N",
+                    help="check this many ops side by side, each in its own child process (default: the CPU count, "
+                         "at most 4; 1 on a pytest-xdist worker, whose siblings already check theirs; "
+                         "ini: opcheck_workers)")
     group.addoption("--opcheck-quick", action="store_true", default=None,
                     help="sweep only the edge variants (no random ones) and leave out the checks that compile with "
                          "Inductor: near torch.library.opcheck's time (ini: opcheck_quick)")
@@ -103,6 +110,7 @@ def pytest_addoption(parser):
     parser.addini("opcheck_calls", "calls file path, relative to rootdir", default="")
     parser.addini("opcheck_checks", "checks to run, comma-separated (default all)", default="")
     parser.addini("opcheck_budget", "time budget per op in seconds", default="")
+    parser.addini("opcheck_workers", "ops checked side by side (default: the CPU count, at most 4)", default="")
     parser.addini("opcheck_quick", "edge variants only, no Inductor compile (default false)", type="bool",
                   default=False)
     parser.addini("opcheck_fixed", "NS::OP=ARG[,ARG] per line: arguments held fixed", type="linelist", default=[])
@@ -125,6 +133,7 @@ class Settings:
     in_process: bool
     require_autograd: bool = False  # every op: a missing gradient formula is a failure
     quick: bool = False  # edge variants only, no Inductor compile (opcheck.api.check's quick)
+    workers: int = 1  # child processes checking ops side by side
     store_requires: frozenset = frozenset()  # the ops (normalized) whose store entry requires autograd
 
     def requires_autograd(self, op) -> bool:
@@ -168,6 +177,16 @@ def _settings(config) -> Settings | None:
         budget = -1.0
     if not budget > 0:
         raise pytest.UsageError(f"--opcheck-budget: expected a positive number of seconds, got {budget_text!r}")
+    workers_text = _option(config, "opcheck_workers", "opcheck_workers")
+    if workers_text in (None, ""):
+        workers = 1 if hasattr(config, "workerinput") else min(os.cpu_count() or 1, 4)
+    else:
+        try:
+            workers = int(workers_text)
+        except ValueError:
+            workers = 0
+        if workers < 1:
+            raise pytest.UsageError(f"--opcheck-workers: expected a positive whole number, got {workers_text!r}")
     accept = "--opcheck-accept" if config.getoption("opcheck_accept") else ""
     for var in ACCEPT_ENV:
         if not accept and os.environ.get(var) == "1":
@@ -187,7 +206,7 @@ def _settings(config) -> Settings | None:
                         checks=checks, budget=budget, fixed=fixed,
                         in_process=bool(_option(config, "opcheck_in_process", "opcheck_in_process")),
                         require_autograd=bool(_option(config, "opcheck_require_autograd", "opcheck_require_autograd")),
-                        quick=bool(_option(config, "opcheck_quick", "opcheck_quick")))
+                        quick=bool(_option(config, "opcheck_quick", "opcheck_quick")), workers=workers)
     if settings.store is not None:
         try:
             store = XfailStore.load(settings.store)  # a broken store should stop the run now, not after the tests
@@ -241,6 +260,7 @@ def merge_reports(reports):
                 mine.notes += [n for n in result.notes if n not in mine.notes]
         # A crash or hang on one worker stays a finding, whatever the others saw.
         have.error = have.error or report.error
+        have.internal = have.internal or report.internal
     return {op: merged[op] for op in sorted(merged)}
 
 
@@ -514,8 +534,10 @@ class OpcheckSession:
         where = "in this process (no crash isolation)" if self.settings.in_process else "in a child process"
         if out is not None:
             _fresh_line(out)
+            lanes = min(self.settings.workers, len(by_op))
+            side = f", {lanes} side by side" if lanes > 1 and not self.settings.in_process else ""
             out.write_sep("-", f"symfuzz opcheck: checking {len(by_op)} op(s) {where}, "
-                               f"up to {self.settings.budget:g}s each")
+                               f"up to {self.settings.budget:g}s each{side}")
         fixed = {op: self.fixed[normalize_op(op)] for op in by_op if normalize_op(op) in self.fixed}
         called = {normalize_op(op) for op in by_op}
         for op in sorted(set(self.fixed) - called):
@@ -537,8 +559,9 @@ class OpcheckSession:
                     extra_modules=header.get("extra_modules", []), libraries=header.get("libraries", []),
                     registrations=header.get("registrations", {}), fixed=fixed,
                     sys_path=[str(Path.cwd()), *header.get("paths", []), *sys.path], checks=self.settings.checks,
-                    budget=self.settings.budget, quick=self.settings.quick,
+                    budget=self.settings.budget, quick=self.settings.quick, workers=self.settings.workers,
                     require_autograd=[op for op in isolated if self.settings.requires_autograd(op)])
+        side_by_side = min(self.settings.workers, len(isolated)) > 1
 
         def started(op, out=out):
             if out is not None:
@@ -547,10 +570,11 @@ class OpcheckSession:
         def finished(report, out=out):
             self.reports.append(report)
             if out is not None:
-                out.line(f" {_report_marks(report)}")
+                # Side by side, an op's line is written whole when it is done: lines must not interleave.
+                out.line(f"{report.op} ... {_report_marks(report)}" if side_by_side else f" {_report_marks(report)}")
 
         try:
-            run_ops(task, on_start=started, on_report=finished)
+            run_ops(task, on_start=None if side_by_side else started, on_report=finished)
         except ChildImportError as exc:
             done = {r.op for r in self.reports}
             for op in isolated:
@@ -587,6 +611,11 @@ class OpcheckSession:
         """Controller or plain run: merge, write repros, judge, accept; fail the session if needed."""
         reports = merge_reports(self.reports)
         self.errors = [r for r in reports.values() if r.error]
+        # symfuzz's own errors: counted apart, never a failure of an op nor of the session
+        self.internal_errors = [(r.op, line) for r in reports.values() for line in r.internal_errors()]
+        out = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self.internal_errors and out is not None:
+            out.stats.setdefault("opcheck internal error", []).extend(self.internal_errors)
         self._write_repros(reports)
         try:
             store = XfailStore.load(self.settings.store) if self.settings.store else XfailStore("")
@@ -670,6 +699,8 @@ class OpcheckSession:
             by_op.setdefault(o.op, []).append(o)
         for report in self.errors:
             tr.write_line(f"{report.op}: ERROR not checked: {report.error}", red=True, bold=True)
+        for op, line in getattr(self, "internal_errors", []):
+            tr.write_line(f"{op}: INTERNAL ERROR of symfuzz: {line}", yellow=True, bold=True)
         merged = merge_reports(self.reports).values()
         contracts = {r.op: r.contracts for r in merged}
         info = {r.op: r.info for r in merged}
@@ -718,8 +749,11 @@ class OpcheckSession:
         """What opcheck added to the session's time, beside the tests' own."""
         ops = len({r.op for r in self.reports})
         workers = " (summed over the workers)" if self.config.pluginmanager.has_plugin("dsession") else ""
+        ratio = (f", {self.check_seconds / self.suite_seconds:.1f}x the tests' time" if self.suite_seconds >= 0.05
+                 else "")
         return (f"time: the tests took {self.suite_seconds:.1f}s; checking {ops} op(s) took "
-                f"{self.check_seconds:.1f}s{workers} (budget {self.settings.budget:g}s per op: --opcheck-budget)")
+                f"{self.check_seconds:.1f}s{workers}{ratio} (at most {self.settings.budget:g}s per op: "
+                "--opcheck-budget)")
 
     def _shown(self, path: Path) -> str:
         """path relative to where pytest was started, when it is below it."""
