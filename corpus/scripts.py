@@ -38,6 +38,7 @@ import inspect
 import json
 import keyword
 import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Iterable, Optional
@@ -64,7 +65,7 @@ _PROJECT = "symfuzz"
 
 
 def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defaults: Optional[dict] = None,
-            imports: Iterable[str] = ()) -> str:
+            imports: Iterable[str] = (), stack_dumps: bool = True) -> str:
     """The head of every script: a docstring (``title``, then ``about``); the
     environment (``env`` set, ``env_defaults`` set unless already set) before
     torch is imported; then the imports: json, sys, the standard-library lines
@@ -80,7 +81,10 @@ def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defa
         lines.append("")
     imports = list(imports)
     stdlib = [i for i in imports if i.split()[:1] == ["import"] and i.split()[1].split(".")[0] in sys.stdlib_module_names]
-    lines += ["import json", "import sys", *sorted(stdlib), "", *STACK_DUMP_LINES, "", PROGRAM_GLOBALS.rstrip()]
+    lines += ["import json", "import sys", *sorted(stdlib), ""]
+    if stack_dumps:  # else the script switches them on itself, where it starts (render_snippet)
+        lines += [*STACK_DUMP_LINES, ""]
+    lines.append(PROGRAM_GLOBALS.rstrip())
     lines += [i for i in imports if i not in stdlib]
     return "\n".join(lines) + "\n"
 
@@ -309,16 +313,20 @@ def _main_script(head: str, body: str, helpers: Helpers) -> str:
 
 def render_snippet(title: str, body: str, *, about: str = "", imports: Iterable[str] = (),
                    helpers: Iterable[tuple] = ((RUNTIME, ("make_input",)),)) -> str:
-    """A straight-line script: the head, the ``helpers`` ((module, names) to
-    inline, ``Helpers.pieces``), then ``body`` at top level."""
+    """A script that reads as the bug: the head (title, imports, what registers the op), then
+    ``body``, the failing input and what fails, as ``main()``; the ``helpers`` ((module, names)
+    to inline, ``Helpers.pieces``) come after it, where a reader need not go. ``main()`` runs
+    last, once everything is defined, with stack dumps on."""
     pasted = Helpers()
     for module, names in helpers:
         pasted.pieces(module, names)
-    head = prelude(title, about or "Straight-line: the helpers inlined from symfuzz come first, the failing input and\n"
-                   "what fails at the end.", imports=imports)
-    return (head + "\n" + _helpers_section(pasted, head) + "\n\n"
+    head = prelude(title, about or "The failing input and what fails come first, in main(); the helpers inlined from "
+                   "symfuzz come after it.", imports=imports, stack_dumps=False)
+    main = "def main():\n" + textwrap.indent(body.strip("\n"), "    ") + "\n"
+    return (head + "\n"
             "# ---------------------------------------------------------------- the failing input, and what fails\n"
-            + body.strip("\n") + "\n")
+            + main + "\n\n" + _helpers_section(pasted, head) + '\n\nif __name__ == "__main__":\n'
+            + textwrap.indent("\n".join(STACK_DUMP_LINES), "    ") + "\n    main()\n")
 
 
 # ---------------------------------------------------------------- fuzz findings: the judged repro

@@ -97,48 +97,31 @@ def _import_root(module: str) -> str | None:
     return import_root(module, file) if file else None
 
 
-def _registers(module: str | None, qualname: str) -> str:
-    """The head's lines that load the module registering the op: from the folder it was
-    imported from here too, so the snippet runs from any folder without PYTHONPATH; a
-    module that does not import ends the snippet with one line and EXIT_CANNOT_RUN."""
+_LOADERS = ("symfuzz.opcheck.snippet_runtime", ["import_registering", "lookup_op"])
+
+
+def _load_op(op, module: str | None) -> str:
+    """main()'s first lines: load the module that registers the op (from the folder it was
+    imported from here too, so the snippet runs from any folder without PYTHONPATH), then
+    look the op up. Either failing ends the snippet with one line and EXIT_CANNOT_RUN."""
+    ns, name = op._schema.name.split("::")
+    qualname = f"{ns}::{name}.{op._overloadname}"
     if module is None:
-        return f"\n# import the module that registers {qualname} here"
+        return f"# import the module that registers {ns}::{name} here\nop = lookup_op({qualname!r})"
     root = _import_root(module)
-    where = (f"set PYTHONPATH to the folder it imports from (it was {root} when this snippet was written)"
-             if root else "set PYTHONPATH to the folder it imports from")
-    lines = [f"\n# The module that registers {qualname}" + (", and the folder symfuzz imported it from." if root else ".")]
-    if root:
-        lines.append(f"if {root!r} not in sys.path:\n    sys.path.append({root!r})")
-    lines += ["try:",
-              f"    import {module}  # registers {qualname}",
-              "except (Exception, SystemExit) as exc:",
-              f"    print(f\"could not run: cannot import {module} ({{type(exc).__name__}}: {{exc}}); \"",
-              f"          {where!r}, file=sys.stderr)",
-              f"    sys.exit({EXIT_CANNOT_RUN})"]
-    return "\n".join(lines)
-
-
-def _load_op(ns: str, name: str, overload: str, module: str | None) -> str:
-    """``op = torch.ops...``, or one line and EXIT_CANNOT_RUN when torch has no such op."""
-    hint = (f"{module} imported but did not register it" if module else
-            "import the module that registers it at the top of this snippet")
-    return "\n".join([
-        "try:",
-        f"    op = torch.ops.{ns}.{name}.{overload}",
-        "except (AttributeError, RuntimeError) as exc:",
-        f"    print(f\"could not run: no op {ns}::{name}.{overload} is registered ({{exc}}); {hint}\", file=sys.stderr)",
-        f"    sys.exit({EXIT_CANNOT_RUN})"])
+    return (f"import_registering({module!r}, {root!r})  # registers {ns}::{name}\n"
+            f"op = lookup_op({qualname!r}, {module!r})")
 
 
 def _snippet(op, case: Case, body: str, what: str, *, helpers=(), **inputs_options) -> str:
-    """The snippet: its head, the helpers, the failing input rebuilt, ``op``, then ``body``."""
+    """The snippet: its head, then main(): the op loaded, the failing input rebuilt, and ``body``;
+    the helpers after it."""
     module = op_module(op)
     ns, name = op._schema.name.split("::")
-    code = "\n".join([inputs_source(case, **inputs_options), "", "",
-                      _load_op(ns, name, op._overloadname, module), "args, kwargs = inputs()", "", body.strip()])
+    code = "\n".join([_load_op(op, module), inputs_source(case, **inputs_options),
+                      "args, kwargs = inputs()", "", body.strip()])
     return render_snippet(f"symfuzz opcheck repro: {what} of {ns}::{name}.", code, about=_ABOUT,
-                          imports=[_registers(module, f"{ns}::{name}")],
-                          helpers=[(RUNTIME, ["make_input"]), *helpers])
+                          helpers=[(RUNTIME, ["make_input"]), _LOADERS, *helpers])
 
 
 def render(check: str, kind: str, op, case: Case, *, grads=frozenset()) -> str:

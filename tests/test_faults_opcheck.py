@@ -117,7 +117,8 @@ def _snippet(tmp_path, monkeypatch, capsys):
     assert code == 1, capsys.readouterr()
     capsys.readouterr()
     text = (tmp_path / "repros" / SNIPPET).read_text()
-    assert f"sys.path.append({str(ROOT / 'tests')!r})" in text  # where this process imported opcheck_ops from
+    # where this process imported opcheck_ops from
+    assert f"import_registering('opcheck_ops.buggy', {str(ROOT / 'tests')!r})" in text
     return text
 
 
@@ -146,14 +147,14 @@ def test_repro_snippet_that_cannot_load_its_op_says_so_and_exits_2(tmp_path, mon
     _, err = capsys.readouterr()
     assert err.strip().splitlines() == [
         "could not run: cannot import opcheck_ops.buggy (ModuleNotFoundError: No module named 'opcheck_ops'); set "
-        f"PYTHONPATH to the folder it imports from (it was {tests_dir} when this snippet was written)"]
-    renamed = text.replace("torch.ops.symfuzz_buggy.half_cols.default", "torch.ops.symfuzz_buggy.half_cols_gone.default")
+        f"PYTHONPATH to the folder it imports from (it was {tmp_path / 'moved_away'} when this snippet was written)"]
+    renamed = text.replace("'symfuzz_buggy::half_cols.default'", "'symfuzz_buggy::half_cols_gone.default'")
     assert renamed != text
     assert _exec(renamed, monkeypatch, forget_library=False) == 2  # it imports; the op is gone
     _, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        "could not run: no op symfuzz_buggy::half_cols.default is registered"), lines
+        "could not run: no op symfuzz_buggy::half_cols_gone.default is registered"), lines
     assert lines[0].endswith("opcheck_ops.buggy imported but did not register it")
 
 
