@@ -365,6 +365,7 @@ class _Runner:
         self.shared: dict = {}
         self.result = None  # the result of the check running now
         self.inputs_given = 0  # the inputs it was given so far
+        self.novelty: dict = {}
         self.derived = list(derived)  # samples with another argument value (opcheck.arguments)
         self.on_input = on_input
         self.require_autograd = require_autograd
@@ -400,6 +401,7 @@ class _Runner:
         start = time.monotonic()
         self.result = result = CheckResult(name, "passed")  # what a check cut short by the op's budget keeps
         self.inputs_given = 0
+        self.novelty = {}  # structure -> Novelty, for this check (_search)
         applicable, not_applicable = False, "no floating-point input to differentiate"
         derived = self.derived if spec.axes else []
         for template in self.templates + derived:
@@ -441,7 +443,9 @@ class _Runner:
 
     def _search(self, spec: CheckSpec, judge, template, result, deadline, derived=False):
         sw = Sweep(template, seed=self.seed)
-        novelty = Novelty(None if self.legacy else PATIENCE, spec.learns)
+        # One per check and argument structure: an edge of a second sample (another blocksize,
+        # another size) that shows this check nothing the first one's did is not judged again.
+        novelty = self.novelty.setdefault(str(template.spec), Novelty(None if self.legacy else PATIENCE, spec.learns))
         outcome = judge(template.original())
         if outcome is REJECTED:
             result.inputs_rejected += 1

@@ -62,7 +62,7 @@ def test_an_argument_value_the_kernel_refuses_is_not_a_finding():
     assert _labels(op, (torch.randn(4, 8), 3)) == ["argument k=0", "argument k=1", "argument k=-1", "argument k=4"]
     report = opcheck.check(op, [((torch.randn(4, 8), 3), {})], checks=["faketensor"], budget=20)
     assert report.ok, report.format(repro=False)
-    assert report.results["faketensor"].inputs_rejected >= 4  # k=0 and k=-1, as given and at odd sizes
+    assert report.results["faketensor"].inputs_rejected >= 2  # k=0 and k=-1, as given
 
 
 def test_a_kernel_crash_on_an_argument_value_names_it_and_its_repro_passes_it(tmp_path):
