@@ -22,7 +22,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SUITE = Path(__file__).resolve().parent / "opcheck_suites" / "quantlib"
+SUITES = Path(__file__).resolve().parent / "opcheck_suites"
+SUITE = SUITES / "quantlib"
 
 # What the plain suite does (no plugin): test id -> outcome.
 SUITE_OUTCOMES = {
@@ -58,16 +59,16 @@ class SuiteRun:
     junit: Path | None = field(default=None, repr=False)  # None when pytest wrote none (e.g. it crashed)
 
 
-def copy_suite(tmp_path: Path) -> Path:
-    """A fresh copy of the suite at tmp_path/"quantlib" (an existing one is replaced)."""
-    root = Path(tmp_path) / "quantlib"
+def copy_suite(tmp_path: Path, suite: str = "quantlib") -> Path:
+    """A fresh copy of the suite (a folder of tests/opcheck_suites) at tmp_path/suite (an existing one is replaced)."""
+    root = Path(tmp_path) / suite
     if root.exists():
         shutil.rmtree(root)
-    shutil.copytree(SUITE, root, ignore=_IGNORE)
+    shutil.copytree(SUITES / suite, root, ignore=_IGNORE)
     return root
 
 
-def run_suite(tmp_path, extra_args=(), env=None, timeout=900, *, reuse=False) -> SuiteRun:
+def run_suite(tmp_path, extra_args=(), env=None, timeout=900, *, reuse=False, suite="quantlib") -> SuiteRun:
     """Run the quantlib suite in a fresh pytest subprocess; extra_args go on its command line.
 
     The run uses a copy of the suite at tmp_path/"quantlib" (fresh unless reuse=True
@@ -77,9 +78,9 @@ def run_suite(tmp_path, extra_args=(), env=None, timeout=900, *, reuse=False) ->
     timeout seconds and subprocess.TimeoutExpired is raised, its output attached.
     """
     tmp_path = Path(tmp_path)
-    root = tmp_path / "quantlib"
+    root = tmp_path / suite
     if not (reuse and root.exists()):
-        root = copy_suite(tmp_path)
+        root = copy_suite(tmp_path, suite)
     junit = tmp_path / "junit.xml"
     junit.unlink(missing_ok=True)
     log = tmp_path / "suite-output.txt"

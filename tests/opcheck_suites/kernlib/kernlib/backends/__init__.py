@@ -1,0 +1,1 @@
+from . import cpu, default  # noqa: F401
