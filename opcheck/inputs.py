@@ -168,6 +168,7 @@ class Case:
         self.template = template
         self.inputs = inputs
         self.variant = variant  # the sweep's opcheck.variants.Variant that built it, if any
+        self.info = None  # what it can show a check (variants.info_key), once asked
 
     @property
     def is_original(self) -> bool:

@@ -83,6 +83,8 @@ class Sweep:
         self.allow_layouts = layouts
         self.allow_dtypes = dtypes
         self.allow_values = values
+        self._cases: dict = {}  # Variant -> Case (case())
+        self._free: dict = {}  # tensor -> _all_free's answer (the contracts never change)
 
     # ------------------------------------------------------------ building
 
@@ -109,6 +111,14 @@ class Sweep:
         return tuple(out.get(v, v) for v in self.symbols)
 
     def case(self, v: Variant) -> Case:
+        """The input ``v`` builds (the same Case for the same variant: the sweep asks twice,
+        once for what it would show, once to judge it)."""
+        built = self._cases.get(v)
+        if built is None:
+            built = self._cases[v] = self._build(v)
+        return built
+
+    def _build(self, v: Variant) -> Case:
         size_of = dict(zip(self.symbols, v.sizes))
         untie = {(t, d): size for t, d, size in v.untie}
         retype = dict(v.dtypes)
@@ -148,10 +158,11 @@ class Sweep:
 
     def _all_free(self, n: int) -> bool:
         """Does the sweep choose every dim of tensor ``n``, none tied by a contract (so it may drop some)?"""
-        if any(rule.slot == n and rule.dim is not None for rule in self.contracts.follows.values()):
-            return False  # another tensor's size reads one of its dims by position
-        return all(self.contracts.is_free(n, d) and not self.contracts.is_tied(n, d)
-                   for d in range(len(self.template.slots[n].shape)))
+        if n not in self._free:
+            self._free[n] = not any(rule.slot == n and rule.dim is not None for rule in self.contracts.follows.values()) \
+                and all(self.contracts.is_free(n, d) and not self.contracts.is_tied(n, d)
+                        for d in range(len(self.template.slots[n].shape)))  # a rule reads no dim of it by position
+        return self._free[n]
 
     def _untieable(self, n: int, d: int) -> bool:
         """May the sweep give this dim a size of its own? Not where a contract sets it, and not
@@ -440,7 +451,10 @@ class Novelty:
         return self.patience is not None
 
     def _features(self, case: Case, judge=None) -> set:
-        features = info_key(case) | set(getattr(judge, "last_info", ()) or ())
+        key = getattr(case, "info", None)
+        if key is None:  # asked twice per input (is_new, then add): computed once
+            key = case.info = info_key(case)
+        features = key | set(getattr(judge, "last_info", ()) or ())
         return features if self.learns is None else {f for f in features if f[0] in self.learns}
 
     def is_new(self, case: Case) -> bool:
