@@ -13,7 +13,11 @@ them says nothing about the op. The recorded calls show the contracts:
   ``k`` an int argument (or 1 for a numel), and ``n`` or ``k`` varied;
 - two tensors' dims are **tied** when they are equal in every recorded call and
   varied (per-row statistics of ``A``: ``A.size(0)``): no axis, broadcasting
-  included, gives either a size of its own.
+  included, gives either a size of its own. So are equal dims that never varied
+  where broadcasting cannot relate them (not at the same place from the right,
+  the size once in each tensor), and any dim a written tensor (``out=``) shares;
+- a tensor that varied only as its rule says (absmax, with only the blocksize
+  changing) does not make the others look held fixed.
 
 Where no call varied, the one shape's ties decide: equal sizes move together
 (the sweep's ties), ``ceil(n / k)`` rules that hold are taken, and a tensor
