@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import signal
 import threading
@@ -84,7 +85,8 @@ def check(op, samples, *, checks=None, sweep: bool = True, budget: float | None 
         report.seconds = time.monotonic() - start
         return report
 
-    templates, left_out = _worth_checking(templates)
+    left_out = sum(not t.worth_checking for t in templates)
+    templates = [t for t in templates if t.worth_checking]
     if left_out:
         report.info.append(f"{left_out} recorded call(s) over {LARGE_SAMPLE:,} elements were not checked at their "
                            "own size: a smaller recorded call of the same arguments is, and is swept (all of them "
@@ -204,7 +206,8 @@ def sample_templates(op, pairs, fixed=None):
     checked, _ = _worth_checking(made)
     for n, template in enumerate(made):
         template.index = n  # which sample a judged input comes from (the runner reports it)
-        if not any(template is t for t in checked):
+        template.worth_checking = any(template is t for t in checked)
+        if not template.worth_checking:
             # Left out of the checks (_worth_checking): it counts for the contracts, and
             # running its kernel at production size here would cost as much as a check.
             template.output_sizes = set()
@@ -238,23 +241,18 @@ def _worth_checking(templates):
     (a suite's accuracy tests) costs every check seconds per input, and shows nothing a smaller
     call of the same arguments (the same structure) does not, once the sweep varies that one's
     sizes, dtypes and layouts. Left out only where such a smaller call exists."""
-    def elements(t):
-        return sum(_numel(slot.shape) for slot in t.slots)
-
     smallest: dict = {}
     for t in templates:
         key = str(t.spec)
-        if key not in smallest or elements(t) < elements(smallest[key]):
+        if key not in smallest or _elements(t) < _elements(smallest[key]):
             smallest[key] = t
-    kept = [t for t in templates if elements(t) <= LARGE_SAMPLE or smallest[str(t.spec)] is t]
+    kept = [t for t in templates if _elements(t) <= LARGE_SAMPLE or smallest[str(t.spec)] is t]
     return kept, len(templates) - len(kept)
 
 
-def _numel(shape) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
+def _elements(template) -> int:
+    """The tensor elements of a sample, all its tensors together."""
+    return sum(math.prod(slot.shape) for slot in template.slots)
 
 
 def derived_templates(op, templates, fixed=None) -> list[Template]:
@@ -266,7 +264,7 @@ def derived_templates(op, templates, fixed=None) -> list[Template]:
     coupled = coupled_optionals(op, templates)  # the recorded calls give them together or not at all
     # The smallest sample first: the same change to a larger sample of the same arguments
     # ("blocksize=0", "bias given" at the same rank) shows nothing new and costs more.
-    for template in sorted(templates, key=lambda t: sum(_numel(slot.shape) for slot in t.slots)):
+    for template in sorted(templates, key=_elements):
         for derived in derived_samples(op, template, lambda a, k: make_template(op, a, k), coupled):
             change = (str(template.spec), re.sub(r"\[[^\]]*\]", _rank_of_shape, derived.axis))
             if change in seen:

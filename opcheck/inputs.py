@@ -138,6 +138,7 @@ class Template:
         self.contracts = None  # opcheck.contracts.Contracts, given by check() from all the samples
         self.schema = None  # the op's schema, for argument names
         self.index = 0  # position among the op's samples
+        self.worth_checking = True  # False: a recorded call too large to check beside a smaller one (opcheck.api)
         self.axis = ""  # for a sample derived from another (opcheck.arguments): what was changed
         leaves, self.spec = pytree.tree_flatten((self.args, self.kwargs))
         self.leaves = leaves
