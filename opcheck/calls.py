@@ -15,6 +15,7 @@ than ``MAX_STORED_ELEMENTS`` keep their value range only.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import os
@@ -335,6 +336,34 @@ class CallRecorder(TorchFunctionMode):
         self.calls = sink if sink is not None else []
         self.skipped = skipped if skipped is not None else []  # reasons calls were not recorded
 
+    def __enter__(self):
+        _ACTIVE.append(self)
+        _wrap_torch_opcheck()
+        return super().__enter__()
+
+    def __exit__(self, *exc_info):
+        _ACTIVE.remove(self)
+        return super().__exit__(*exc_info)
+
+    def record_sample(self, op, args, kwargs):
+        """A sample handed to ``torch.library.opcheck``: the test's own input for
+        the op, even though every call opcheck then makes is torch's. A suite that
+        tests an op only through opcheck is retrofitted too."""
+        try:
+            if isinstance(op, torch._library.custom_ops.CustomOpDef):
+                op = op._opoverload
+            if _namespace(op) not in self.namespaces or torch._C._len_torch_dispatch_stack():
+                return
+            if not all(_holds_data(t) for t in pytree.tree_leaves((tuple(args), dict(kwargs)))
+                       if isinstance(t, torch.Tensor)):
+                return
+            pending = self._pending(op, tuple(args), dict(kwargs))
+        except Exception as exc:  # noqa: BLE001 - the recorder must never fail the user's test
+            self.skipped.append(f"{op}: the recorder failed on an opcheck sample ({type(exc).__name__}: {exc})")
+            return
+        if pending is not None:
+            self.calls.append(pending)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():
@@ -355,6 +384,9 @@ class CallRecorder(TorchFunctionMode):
         """The call to record (inputs copied now: the op may mutate them), or None."""
         if _namespace(func) not in self.namespaces or not is_real_call(args, kwargs, caller_depth=3):
             return None
+        return self._pending(func, args, kwargs)
+
+    def _pending(self, func, args, kwargs):
         name = _overload_name(func, args, kwargs)
         if name is None:
             self.skipped.append(f"{func}: could not tell which overload was called")
@@ -367,3 +399,28 @@ class CallRecorder(TorchFunctionMode):
             return None
         before = _copy((tuple(args), dict(kwargs)))
         return OpCall(name, before[0], before[1], self.test)
+
+
+# The recorders in effect (innermost last): torch.library.opcheck's wrapper hands them its sample.
+_ACTIVE: list[CallRecorder] = []
+
+
+def _wrap_torch_opcheck() -> None:
+    """Wrap the function ``torch.library.opcheck`` calls, once per process, so
+    that its sample reaches the recorders in effect. That function is looked up
+    at every call, so a test that imported ``opcheck`` early is covered too.
+    Outside a recorder the wrapper only calls through."""
+    import torch.testing._internal.optests as optests  # torch's test helpers: loaded only when recording
+
+    original = optests.opcheck
+    if getattr(original, "_symfuzz_records", False):
+        return
+
+    @functools.wraps(original)
+    def opcheck(op, args, kwargs=None, *rest, **options):
+        for recorder in _ACTIVE:
+            recorder.record_sample(op, args, kwargs or {})
+        return original(op, args, kwargs, *rest, **options)
+
+    opcheck._symfuzz_records = True
+    optests.opcheck = opcheck

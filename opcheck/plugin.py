@@ -4,7 +4,8 @@
     addopts = --opcheck --opcheck-namespaces=mylib --opcheck-store=opcheck_failures.json
 
 Stage 1, while the tests run: each call to an op in the chosen namespaces made
-during a test's call phase is recorded with copies of its inputs
+during a test's call phase, and each sample a test hands to
+``torch.library.opcheck``, is recorded with copies of its inputs
 (``opcheck.calls.CallRecorder``). At session end the distinct calls are written
 to the calls file and, unless ``--opcheck-record-only``, each op is checked by
 ``opcheck.check`` with its recorded calls as samples, in a child process

@@ -188,6 +188,22 @@ def test_recorder_copies_inputs_before_a_mutating_call():
     assert torch.equal(calls[0].args[0], torch.zeros(4)) and torch.equal(x, torch.ones(4))
 
 
+def test_recorder_takes_the_sample_a_test_hands_to_torch_library_opcheck():
+    from torch.library import opcheck  # imported as a suite does, before the recorder wraps torch's helper
+
+    x = torch.zeros(4)
+    calls = []
+    with CallRecorder({"symfuzz_ok"}, test="t", sink=calls):
+        opcheck(correct.OPS["add_"], (x, torch.ones(4)), test_utils=("test_schema",))
+        opcheck(torch.ops.aten.sin.default, (x,), test_utils=("test_schema",))  # not in the namespace
+    assert [c.op for c in calls] == ["symfuzz_ok::add_"], "the sample once, not the calls opcheck itself makes"
+    assert torch.equal(calls[0].args[0], torch.zeros(4)), "copied before opcheck ran the op"
+    with CallRecorder({"symfuzz_ok"}, sink=calls):
+        pass
+    opcheck(correct.OPS["add_"], (torch.zeros(3), torch.ones(3)), test_utils=("test_schema",))
+    assert len(calls) == 1, "outside a recorder nothing is recorded"
+
+
 def test_samples_from_the_schema_are_accepted_by_the_kernel():
     args, _ = sample_from_schema(correct.OPS["mm"])
     assert [tuple(a.shape) for a in args] == [(4, 8), (8, 3)]
