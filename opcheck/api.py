@@ -243,10 +243,10 @@ def _worth_checking(templates):
     sizes, dtypes and layouts. Left out only where such a smaller call exists."""
     smallest: dict = {}
     for t in templates:
-        key = str(t.spec)
+        key = t.structure
         if key not in smallest or _elements(t) < _elements(smallest[key]):
             smallest[key] = t
-    kept = [t for t in templates if _elements(t) <= LARGE_SAMPLE or smallest[str(t.spec)] is t]
+    kept = [t for t in templates if _elements(t) <= LARGE_SAMPLE or smallest[t.structure] is t]
     return kept, len(templates) - len(kept)
 
 
@@ -266,7 +266,7 @@ def derived_templates(op, templates, fixed=None) -> list[Template]:
     # ("blocksize=0", "bias given" at the same rank) shows nothing new and costs more.
     for template in sorted(templates, key=_elements):
         for derived in derived_samples(op, template, lambda a, k: make_template(op, a, k), coupled):
-            change = (str(template.spec), re.sub(r"\[[^\]]*\]", _rank_of_shape, derived.axis))
+            change = (template.structure, re.sub(r"\[[^\]]*\]", _rank_of_shape, derived.axis))
             if change in seen:
                 continue
             seen.add(change)
@@ -443,7 +443,7 @@ class _Runner:
         sw = Sweep(template, seed=self.seed)
         # One per check and argument structure: an edge of a second sample (another blocksize,
         # another size) that shows this check nothing the first one's did is not judged again.
-        novelty = self.novelty.setdefault(str(template.spec), Novelty(None if self.legacy else PATIENCE, spec.learns))
+        novelty = self.novelty.setdefault(template.structure, Novelty(None if self.legacy else PATIENCE, spec.learns))
         outcome = judge(template.original())
         if outcome is REJECTED:
             result.inputs_rejected += 1

@@ -285,12 +285,6 @@ def _source_varies(rule: SizeRule, templates) -> bool:
     return len(values) > 1
 
 
-def structure(template):
-    """Templates with equal structure (the same arguments given, the same
-    number of tensors) can be compared call by call; ranks may differ."""
-    return str(template.spec)
-
-
 def assign(templates, fixed=None, *, schema=None) -> list[str]:
     """Give each template its contracts; returns the report's lines.
 
@@ -300,7 +294,7 @@ def assign(templates, fixed=None, *, schema=None) -> list[str]:
     groups: dict = {}
     for t in templates:
         t.schema = schema
-        groups.setdefault(structure(t), []).append(t)
+        groups.setdefault(t.structure, []).append(t)
     lines = []
     for group in groups.values():
         contracts = infer(group)

@@ -123,7 +123,8 @@ def test_the_recorder_records_only_the_tests_own_calls():
     with CallRecorder([NS], test="t", sink=calls, skipped=notes):
         op(torch.randn(3, 4), 3)
         # torch.library.opcheck traces with symbolic sizes, fake tensors and make_fx,
-        # and calls the op on real tensors itself to compare: none of that is the test's.
+        # and calls the op on real tensors itself to compare: none of that is the test's,
+        # but the sample handed to it is, recorded once.
         torch.library.opcheck(op.default, (torch.randn(5, 4), 5))
         torch.compile(lambda x: op(x, x.shape[0]), dynamic=True, backend="aot_eager")(torch.randn(6, 2))
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -131,7 +132,7 @@ def test_the_recorder_records_only_the_tests_own_calls():
         with FakeTensorMode():
             op(torch.empty(7, 2), 7)
         op(torch.empty(8, 2, device="meta"), 8)
-    assert [(tuple(c.args[0].shape), c.args[1]) for c in calls] == [((3, 4), 3)], calls
+    assert [(tuple(c.args[0].shape), c.args[1]) for c in calls] == [((3, 4), 3), ((5, 4), 5)], calls
     assert notes == []
 
 
@@ -261,3 +262,43 @@ def test_a_size_follows_an_int_argument_that_varied_while_the_data_kept_its_shap
             assert absmax.shape == (-(-numel // template.leaves[3]),), (case.describe(), lines)
     report = check(f"{NS}::deq", samples, checks=["faketensor"], budget=30)
     assert report.results["faketensor"].inputs_rejected < report.results["faketensor"].inputs_tried
+
+
+torch.library.define(f"{NS}::biased", "(Tensor A, Tensor? bias=None) -> Tensor")
+
+
+@torch.library.register_fake(f"{NS}::biased")
+def _biased_fake(A, bias=None):
+    shape = A.shape if bias is None else torch.broadcast_shapes(A.shape, bias.shape)
+    return A.new_empty(shape, dtype=A.dtype if bias is None else torch.result_type(A, bias))
+
+
+@torch.library.register_kernel(f"{NS}::biased", "cpu")
+def _biased(A, bias=None):
+    torch._check(A.is_floating_point(), lambda: "A must be floating-point")  # else x * 2 promotes bool, as no fake says
+    return (A * 2 if bias is None else A * 2 + bias).contiguous()  # fresh, row-major: as the fake says
+
+
+@pytest.mark.parametrize("order", ["given first", "None first"])
+def test_an_optional_tensor_given_in_one_call_and_none_in_another_are_two_structures(order):
+    # A suite parametrized over bias / no bias, passing bias=bias: the pytree spec is the same
+    # (None is a leaf), the number of tensors is not.
+    op = getattr(torch.ops, NS).biased.default
+    given = ((torch.randn(4, 3),), {"bias": torch.randn(3)})
+    left_out = ((torch.randn(4, 3),), {"bias": None})
+    samples = [given, left_out] if order == "given first" else [left_out, given]
+    tpls = [make_template(op, args, kwargs) for args, kwargs in samples]
+    assign(tpls, schema=op._schema)
+    with_bias, without = sorted(tpls, key=lambda t: -len(t.slots))
+    assert with_bias.structure != without.structure
+    assert with_bias.contracts is not without.contracts, "each call's contracts are read off calls of its structure"
+    report = check(op, samples, checks=["schema", "faketensor"], budget=20)
+    assert not report.internal_errors() and not report.error, report.format(repro=False)
+    assert report.ok, report.format(repro=False)
+
+
+def test_calls_at_two_ranks_are_two_structures():
+    op = getattr(torch.ops, NS).biased.default
+    report = check(op, [((torch.randn(4, 3),), {}), ((torch.randn(4),), {})], checks=["faketensor"], budget=20)
+    assert not report.internal_errors() and not report.error, report.format(repro=False)
+    assert report.ok, report.format(repro=False)
