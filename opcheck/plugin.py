@@ -274,6 +274,13 @@ class Outcome:
     comment: str = ""  # the store's comment on this (op, check), if any
 
 
+@dataclass
+class InternalError:
+    """symfuzz itself failed on an op (counted in pytest's stats, which other plugins read as report objects)."""
+    op: str
+    line: str
+
+
 def judge(reports, store: XfailStore):
     """[Outcome] for every (op, check) that has a result, in check order."""
     out = []
@@ -589,7 +596,7 @@ class OpcheckSession:
         # deferred: these import torch (see above)
         from symfuzz.opcheck.api import check
         from symfuzz.opcheck.checks.common import OpCheckUsageError
-        from symfuzz.opcheck.report import Report
+        from symfuzz.opcheck.report import Report, internal_error
 
         samples = [(call.args, call.kwargs) for call in calls]
         if out is not None:
@@ -603,8 +610,8 @@ class OpcheckSession:
                                require_autograd=self.settings.requires_autograd(op), quick=self.settings.quick)
         except OpCheckUsageError as exc:
             report = Report(op=op, samples=len(samples), error=str(exc))
-        except Exception as exc:  # noqa: BLE001 - one op that opcheck can't handle must not crash the session
-            report = Report(op=op, samples=len(samples), error=f"opcheck raised {type(exc).__name__}: {_first_line(exc)}")
+        except Exception as exc:  # noqa: BLE001 - symfuzz's own bug: said as such (as in a child), never the op's
+            report = Report(op=op, samples=len(samples), internal=internal_error(exc))
         self.reports.append(report)
         if out is not None:
             out.line(f" {_report_marks(report)}")
@@ -614,7 +621,7 @@ class OpcheckSession:
         reports = merge_reports(self.reports)
         self.errors = [r for r in reports.values() if r.error]
         # symfuzz's own errors: counted apart, never a failure of an op nor of the session
-        self.internal_errors = [(r.op, line) for r in reports.values() for line in r.internal_errors()]
+        self.internal_errors = [InternalError(r.op, line) for r in reports.values() for line in r.internal_errors()]
         out = self.config.pluginmanager.get_plugin("terminalreporter")
         if self.internal_errors and out is not None:
             out.stats.setdefault("opcheck internal error", []).extend(self.internal_errors)
@@ -701,7 +708,7 @@ class OpcheckSession:
             by_op.setdefault(o.op, []).append(o)
         for report in self.errors:
             tr.write_line(f"{report.op}: ERROR not checked: {report.error}", red=True, bold=True)
-        for op, line in getattr(self, "internal_errors", []):
+        for op, line in ((e.op, e.line) for e in getattr(self, "internal_errors", [])):
             tr.write_line(f"{op}: INTERNAL ERROR of symfuzz: {line}", yellow=True, bold=True)
         merged = merge_reports(self.reports).values()
         contracts = {r.op: r.contracts for r in merged}

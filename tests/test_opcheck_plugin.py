@@ -452,3 +452,31 @@ def test_a_marker_holds_a_table_fixed(pytester):
     assert "contract table: held fixed at float32[8] (asked for)" in result.text, result.text
     assert "kernel-crash" not in result.text and "pt_mini::lut: ok" in result.text, result.text
     assert result.ret == 0
+
+
+def test_an_internal_error_is_counted_apart_and_leaves_the_session_green(pytester):
+    # A planted bug of symfuzz's own (contract inference raising), checked in process so
+    # that the plant applies. Other plugins read pytest's stats entries as report objects
+    # (Hypothesis's reads each one's __dict__): the count must not break them.
+    make_suite(pytester, fixed=True, test_twice='''
+        import torch
+        import mini_ops
+
+
+        def test_twice():
+            assert torch.equal(mini_ops.twice(torch.ones(2)), torch.full((2,), 2.0))
+        ''')
+    pytester.makeconftest('''
+        import symfuzz.opcheck.contracts as contracts
+
+
+        def _broken(templates):
+            raise IndexError("list index out of range")
+
+
+        contracts.infer = _broken
+        ''')
+    result = run(pytester, CHEAP, "--opcheck-in-process", "-p", "hypothesispytest")
+    assert "pt_mini::twice: INTERNAL ERROR of symfuzz: IndexError: list index out of range" in result.text, result.text
+    assert "1 passed, 1 opcheck internal error" in result.text, result.text
+    assert result.ret == 0, result.text
