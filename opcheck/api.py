@@ -464,10 +464,11 @@ class _Runner:
         if not self.sweep or (self.quick and spec.quick == "sample"):
             return None
         # A derived sample (another argument value) gets its sizes made odd, not the whole sweep.
-        variants = [Variant(tuple(_odd_sizes(sw.swept_sizes())), seed=1)] if derived else _edge_variants(spec, sw)
+        variants = ([Variant(tuple(_odd_sizes(sw.swept_sizes())), seed=1)] if derived
+                    else _edge_variants(spec, sw, quick=self.quick))
         examples = 0 if derived or self.quick else spec.examples
         found = search(judge, sw, deadline=deadline, variants=variants, examples=examples, max_size=spec.max_size,
-                       novelty=novelty)
+                       novelty=novelty, quick=self.quick)
         result.inputs_tried += found.tried
         result.inputs_rejected += found.rejected
         result.inputs_skipped += found.skipped
@@ -479,15 +480,17 @@ class _Runner:
         return found.case, found.failure, found.shrunk
 
 
-def _edge_variants(spec: CheckSpec, sw: Sweep):
-    """The check's edge variants (its ``edges``, opcheck.checklist.Edge), or None for all of the sweep's."""
-    if spec.edges is None:
+def _edge_variants(spec: CheckSpec, sw: Sweep, quick: bool = False):
+    """The check's edge variants (its ``edges``, or ``quick_edges`` under --quick:
+    opcheck.checklist.Edge), or None for all of the sweep's."""
+    edges = spec.quick_edges if quick and spec.quick_edges is not None else spec.edges
+    if edges is None:
         return None
     base = sw.swept_sizes()  # a large sample's variants at smaller stand-in sizes (Sweep.swept_sizes)
     slots = len(sw.template.slots)
     transposed = [tuple(i == n for i in range(slots)) for n in range(slots)]  # one tensor laid out, per tensor
     out = []
-    for edge in spec.edges:
+    for edge in edges:
         sizes = _EDGE_SIZES[edge.sizes](sw.original_sizes() if edge.sizes == "sample" else base)
         if sizes is None:
             continue

@@ -74,6 +74,7 @@ class CheckSpec:
     needs_gradients: bool = False  # it is about gradients: skipped, with the reason, for an op that is not differentiable
     axes: bool = False  # it also sweeps argument kinds: samples with other scalars, optional arguments given or None
     quick: str = "edges"  # under --quick: "edges" (its edge variants, no random ones), "sample" or "skip"
+    quick_edges: tuple[Edge, ...] | None = None  # under --quick, these edges instead of ``edges`` (None: the same)
     # The kinds of input feature that are new information to it (opcheck.variants.info_key;
     # None: all): the sweep skips an input that brings none of these.
     learns: tuple[str, ...] | None = None
@@ -128,6 +129,9 @@ SYMBOLIC_FAKE = CheckSpec(
     # Sizes, their relations and the guards they install; dtypes and layouts are
     # faketensor's (at concrete sizes), values DataDependence's (on every input).
     learns=("rank", "size", "relations", "guard"),
+    # Under --quick: the size classes that change a trace's guards (0/1 specialization,
+    # odd and distinct sizes), not every dim's every edge: each input is a symbolic trace.
+    quick_edges=(Edge("sample", seed=1), Edge("odd", seed=1), Edge("ones", seed=1), Edge("small", seed=1)),
 )
 GRADIENT = CheckSpec(
     name="gradient",
