@@ -16,7 +16,7 @@ that sample and nothing else, in one process, one after the other:
   test_faketensor, test_aot_dispatch_dynamic); it checks the sample as given.
 - **symfuzz**, ``opcheck.check(op, [(args, kwargs)], budget=--budget,
   seed=--seed)`` with every check, in three modes (``MODES``; --modes picks):
-  - **old**: the method before issue 17 (``_legacy=True``): every edge
+  - **old**: the method before the sweep stopped on information (``_legacy=True``): every edge
     variant and every random one, until the variants or the budget run out;
   - **full**: the default: a check skips an edge variant that brings it no
     new information (dtype class, layout, value class, size class, size
@@ -117,7 +117,7 @@ CORRECT_LABEL = "none (correct)"
 
 
 # The three ways symfuzz runs, each timed on every op (--modes picks some):
-# the method before issue 17 (every edge and random variant, no early stop, no
+# the method before the sweep stopped on information (every edge and random variant, no early stop, no
 # compile shared), today's default, and --quick.
 MODES = {
     "old": {"_legacy": True},

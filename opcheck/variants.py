@@ -441,7 +441,7 @@ class Novelty:
     stops drawing random variants after ``patience`` judged ones in a row brought
     none: the check has seen every dtype, layout, value and size class and every
     size relation and guard those inputs exercise, so more of the same would only
-    cost time. ``patience=None`` never stops (the sweep before issue 17).
+    cost time. ``patience=None`` never stops (the sweep before it stopped on information).
     ``learns``: the kinds of feature that are information to this check (None:
     all; ``CheckSpec.learns``)."""
 

@@ -1,4 +1,4 @@
-"""Every file symfuzz reads gives a clear answer when it is bad (issue 14).
+"""Every file symfuzz reads gives a clear answer when it is bad.
 
 Findings (``symfuzz replay`` / ``minify`` / ``accept``), baselines, stored corpus
 cases and scripts to minify: each bad one is one line on stderr naming the file

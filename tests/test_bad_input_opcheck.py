@@ -1,4 +1,4 @@
-"""Bad input to opcheck: `symfuzz opcheck ...` and the pytest plugin's options (issue 14).
+"""Bad input to opcheck: `symfuzz opcheck ...` and the pytest plugin's options.
 
 Every row: one clear line on stderr, the documented exit code (2 for the CLI, pytest's
 USAGE_ERROR, 4, for the plugin), no traceback, and every file left as it was (a store

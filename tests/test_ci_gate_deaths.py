@@ -1,5 +1,5 @@
 """The CI gate on deaths, hangs and wrong gradients: a baseline that accepts one such bug
-keeps the run red for another (issue: a baseline that accepted one segfault hid every later one).
+keeps the run red for another (a baseline that accepted one segfault once hid every later one).
 
 Each environment has two planted bugs of one class (tests/plants/sitecustomize.py) that
 differ only in where they happen; which one a campaign meets depends on the ops it may draw.

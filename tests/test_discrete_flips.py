@@ -1,5 +1,5 @@
 """A discrete output that flips where rounding explains it is no finding; one that flips far
-from its threshold still is (issue 14, item 10). In process, no compiling: the compiled side
+from its threshold still is. In process, no compiling: the compiled side
 is the program with a planted change."""
 
 import ast

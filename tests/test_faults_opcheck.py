@@ -1,4 +1,4 @@
-"""Faults around opcheck (issue 14): concurrent and killed writers of one xfail store, and
+"""Faults around opcheck: concurrent and killed writers of one xfail store, and
 repro snippets run where the op library is not on the path.
 
 The store's writers are forked processes that import no torch (opcheck.store needs none),

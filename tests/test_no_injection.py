@@ -1,4 +1,4 @@
-"""A finding.json, a baseline entry or a stored corpus case never injects code (issue 14).
+"""A finding.json, a baseline entry or a stored corpus case never injects code.
 
 symfuzz renders a finding's case into Python (the program, the repro scripts) and
 campaign workers run stored cases, so every field that reaches source is checked as

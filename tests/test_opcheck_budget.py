@@ -1,4 +1,4 @@
-"""The per-op budget is a hard limit over all of an op's checks (issue 30, item 2), and a
+"""The per-op budget is a hard limit over all of an op's checks, and a
 sample recorded at production sizes is swept at small stand-in sizes."""
 
 import re

@@ -194,7 +194,7 @@ def _scaled_out(x, scale, *, out):
 def test_an_out_argument_keeps_the_shape_the_op_gives_its_result():
     """The broadcast and untie axes resized out= away from the result's shape: the fake kernel
     rightly refused it, the lax real kernel wrote into it, and that was reported as a fake
-    kernel failure (issue 30, item 4). A tensor the op writes to is never given a size of its own."""
+    kernel failure. A tensor the op writes to is never given a size of its own."""
     x = torch.randn(3, 4)
     report = check(torch.ops.symfuzz_contracts.scaled_out.default, ((x, torch.randn(3, 4)), {"out": torch.empty(3, 4)}),
                    checks="faketensor")
@@ -224,7 +224,7 @@ def _row_scale(A, row_stats):
 def test_dims_equal_in_every_varied_call_stay_tied_under_every_axis():
     """row_stats always has A.size(0) entries. The broadcast axis made A one row while the
     statistics kept two: the lax kernel broadcast, the fake did not, and that was reported as a
-    fake kernel bug (issue 30, item 3). The tie is printed as a contract, with its reason."""
+    fake kernel bug. The tie is printed as a contract, with its reason."""
     op = torch.ops.symfuzz_contracts.row_scale.default
     calls = [((torch.randn(n, 8), torch.rand(n)), {}) for n in (4, 6, 3)]
     report = check(op, calls, checks="faketensor")
@@ -246,7 +246,7 @@ def test_dims_equal_in_every_varied_call_stay_tied_under_every_axis():
 def test_a_size_follows_an_int_argument_that_varied_while_the_data_kept_its_shape():
     """absmax always had ceil(A.numel() / blocksize) entries; blocksize varied while A kept one
     shape. A was held fixed and absmax left free, and the sweep shrank absmax to 0 entries, on
-    which the real kernel segfaulted (issue 30, item 2)."""
+    which the real kernel segfaulted."""
     samples = [deq_call((4, 64), 64), deq_call((4, 64), 128), deq_call((4, 64), 32)]
     tpls, lines = templates(samples)
     assert any("absmax: size(0) follows ceil(A.numel() / blocksize)" in line for line in lines), lines

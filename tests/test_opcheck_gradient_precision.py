@@ -45,7 +45,7 @@ def test_an_op_that_computes_in_float32_is_judged_at_float32_tolerances():
 
 
 def test_a_large_sample_is_gradient_checked_on_smaller_variants_of_it():
-    """A million-element sample: finite differences on it take minutes (issue 30: 420 s, then
+    """A million-element sample: finite differences on it take minutes (420 s on a real library, then
     reported as a hang). Such an input is not judged; the sweep's smaller ones are."""
     big = (torch.randn(1024, 1024),)
     alone = opcheck.check(torch.ops.symfuzz_gradprec.scale_f32_wrong.default, big, checks="gradient", sweep=False)

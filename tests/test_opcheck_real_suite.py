@@ -1,6 +1,6 @@
 """The opcheck plugin on an op library built like the real ones it was tried on
 (tests/opcheck_suites/kernlib), with its own suite that calls torch.library.opcheck on every op
-and checks accuracy at production sizes (issue 30).
+and checks accuracy at production sizes.
 
 Its correct ops carry every pattern that made false alarms on real suites: a statistics tensor
 of ceil(A.numel() / blocksize) entries with the blocksize varying while A does not, per-row

@@ -1,4 +1,4 @@
-"""The require-autograd opt-in (issue 15): a forward-only op is not differentiable, an info line,
+"""The require-autograd opt-in: a forward-only op is not differentiable, an info line,
 unless the author asks for a gradient formula: --require-autograd (CLI), --opcheck-require-autograd
 or the ini's opcheck_require_autograd (pytest plugin), or the store's per-op "require_autograd" setting.
 

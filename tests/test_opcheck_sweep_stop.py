@@ -1,4 +1,4 @@
-"""The sweep stops on information, not on time, and --quick keeps catching (issue 17).
+"""The sweep stops on information, not on time, and --quick keeps catching.
 
 Counts only, never seconds: how fast it is shows in benchmarks/opcheck.py.
 """

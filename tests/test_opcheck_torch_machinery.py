@@ -1,4 +1,4 @@
-"""Torch's own checking machinery failing on an input is not the op failing (issue 30, item 7)."""
+"""Torch's own checking machinery failing on an input is not the op failing."""
 
 import torch
 

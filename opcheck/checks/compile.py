@@ -98,7 +98,7 @@ def shared_compiled(op, shared: dict):
 class InductorDynamicCheck:
     def __init__(self, op, *, with_grad: bool, mutable: set, shared: dict | None = None):
         self.op, self.with_grad, self.mutable = op, with_grad, mutable
-        # None: a compile of its own (as before issue 17; the runner's legacy mode).
+        # None: a compile of its own (the runner's legacy mode: the sweep before it stopped on information).
         self.shared = shared
         self._compiled = None
         self.notes: list[str] = []  # the runner adds them to the check's result

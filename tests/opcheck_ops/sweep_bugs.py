@@ -1,4 +1,4 @@
-"""Custom ops whose one bug only a sweep axis reveals, for the opcheck quality tests (issue 15).
+"""Custom ops whose one bug only a sweep axis reveals, for the opcheck quality tests.
 
 Namespace ``symfuzz_sweep``.  Each op carries one realistic bug and is
 otherwise correct (its fake kernel is right wherever the bug is not in the

@@ -1,4 +1,4 @@
-"""Correct controls for opcheck's sweep axes (issue 15): none may be flagged.
+"""Correct controls for opcheck's sweep axes: none may be flagged.
 
 Namespace ``symfuzz_sweep_ok``.  Most ops are the fixed twin of an op in
 ``sweep_bugs`` (same name + "_ok"): the same real kernel, or its fix, with a
