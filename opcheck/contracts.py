@@ -139,7 +139,8 @@ def infer(templates) -> Contracts:
     # A tensor whose every change is explained by rules (absmax: ceil(A.numel() / blocksize),
     # with only the blocksize changing) is not a shape the caller varied: the others
     # keeping theirs does not make them lookup tables.
-    free_variation = [varied[s] and not all((s, d) in follows or len({call[s][d] for call in shapes}) == 1
+    # (A rank that changed between calls is variation too: _dim gives None past a call's rank.)
+    free_variation = [varied[s] and not all((s, d) in follows or len({_dim(t, s, d) for t in templates}) == 1
                                             for d in range(len(templates[0].slots[s].shape))) for s in range(n)]
     if not any(free_variation):
         # As from one shape, but with the rules every call showed (a rule read off one call

@@ -156,9 +156,8 @@ class Template:
     def structure(self) -> str:
         """Samples of one structure can be compared call by call: the same arguments given,
         the same leaves tensors (a ``None`` is a leaf too, so the spec alone can't tell an
-        optional tensor given from one left ``None``), each tensor of the same rank."""
-        ranks = ",".join(str(len(slot.shape)) for slot in self.slots)
-        return f"{self.spec}; tensors at {self.tensor_positions}; ranks {ranks}"
+        optional tensor given from one left ``None``). Ranks may differ."""
+        return f"{self.spec}; tensors at {self.tensor_positions}"
 
     def original(self) -> Case:
         return Case(self, None)

@@ -297,7 +297,7 @@ def test_an_optional_tensor_given_in_one_call_and_none_in_another_are_two_struct
     assert report.ok, report.format(repro=False)
 
 
-def test_calls_at_two_ranks_are_two_structures():
+def test_calls_of_one_op_at_two_ranks_are_compared_without_error():
     op = getattr(torch.ops, NS).biased.default
     report = check(op, [((torch.randn(4, 3),), {}), ((torch.randn(4),), {})], checks=["faketensor"], budget=20)
     assert not report.internal_errors() and not report.error, report.format(repro=False)
