@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,34 @@ collect_ignore_glob = ["opcheck_suites/*"]  # fixture projects with their own te
 def _isolated_inductor_cache(tmp_path, monkeypatch):
     """No test may read or leave compiled artifacts in a shared cache."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by markers
+def pytest_collection_modifyitems(items):
+    """The unit tier: every test of a module that sets ``UNIT_TIER = True``, but those
+    marked ``integration`` (they compile or start a process)."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if getattr(module, "UNIT_TIER", False) and item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_stays_fast(request, monkeypatch):
+    """A test of the unit tier (``-m unit``) that compiles or starts a process fails, saying
+    so: the tier's promise (minutes, not tens of minutes) is checked, not hoped for."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(what):
+        def refused(*args, **kwargs):
+            raise AssertionError(f"a unit-tier test {what}: mark it (or its file) otherwise, or make it cheaper")
+        return refused
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("started a process"))
+    torch = sys.modules.get("torch")  # only if the test's module imported it: the tier does not pay for torch
+    if torch is not None:
+        monkeypatch.setattr(torch, "compile", refuse("called torch.compile"))
 
 
 def planted_env(plant: str) -> dict:

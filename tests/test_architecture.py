@@ -12,6 +12,8 @@ from pathlib import Path
 
 from conftest import ROOT
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 # Layers, bottom first. A module belongs to the first layer with a matching prefix
 # (most specific prefixes are listed first where layers share a package).
 LAYERS = [

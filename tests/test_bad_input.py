@@ -24,6 +24,8 @@ import pytest
 import symfuzz.cli as cli
 from symfuzz.campaign import CASE_TIMEOUT_FLOOR
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 GOOD_STATS = {"programs": {"generated": 3, "valid": 3}, "calls": {"checked": 4}, "findings": {"confirmed": 0},
               "lane": "eager", "seed": 0}
 CPUS = os.cpu_count() or 1
@@ -285,6 +287,7 @@ def test_replay_and_minify_help_say_what_runs_code(capsys):
         assert "no pickle, no eval" in text and "like any script you would run" in text, command
 
 
+@pytest.mark.integration
 def test_a_bad_flag_is_refused_before_torch_is_imported():
     code = ("import sys\nfrom symfuzz.cli import main\n"
             "try:\n    main(['fuzz', '--budget', '-5s'])\nexcept SystemExit as exc:\n"

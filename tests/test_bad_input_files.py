@@ -30,6 +30,8 @@ from symfuzz.minifier.capture import CaptureRun
 from symfuzz.minifier.driver import OriginalDoesNotFail
 from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 GOOD = ROOT / "tests" / "fixtures" / "finding-v1-metadata-mismatch.json"  # written by a real campaign
 GOOD_SIG = "metadata-mismatch-dda589485d"
 
@@ -484,6 +486,7 @@ def test_a_failed_script_minify_removes_its_capture_folder(tmp_path, monkeypatch
     ("import torch\nf = torch.compile(lambda x: x.sin() + 1, backend='eager')\nf(torch.ones(3))\n",
      r"s\.py runs without a compiled failure, so there is nothing to minify"),
 ], ids=["never-compiles", "exits-0", "runs-fine"])
+@pytest.mark.integration
 def test_a_script_that_does_not_fail_is_nothing_to_minify(source, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "s.py").write_text(source)

@@ -18,6 +18,8 @@ from conftest import ROOT
 from symfuzz.cli import main
 from symfuzz.opcheck.store import StoreError, XfailStore
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 GOOD_STORE = '{"_version": 1, "data": {"a::b": {"test_schema": {"comment": "known", "status": "xfail"}}}}\n'
 
 # name -> bytes of store.json (None: no store file)

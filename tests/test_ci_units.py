@@ -14,6 +14,8 @@ from symfuzz.corpus.baseline import BaselineError, load_baseline
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.gate import fails, gate_exit_code
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 
 def _append(root: str, start: int, count: int) -> None:
     corpus = CaseCorpus(root)
@@ -115,6 +117,7 @@ def test_a_merge_missing_a_shard_says_which():
     assert _missing_shards({"shard": None}) == []
 
 
+@pytest.mark.integration
 def test_a_repro_that_says_its_torch_lacks_something_judged_nothing_whatever_the_symptom():
     from symfuzz.corpus.finding import Finding  # (here: the import loads the verdict types)
     from symfuzz.corpus.replay import classify

@@ -6,6 +6,7 @@ import ast
 import json
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -16,6 +17,8 @@ from symfuzz.fuzz.ir import Input, OpNode, Program
 from symfuzz.oracles.differential import differential_oracle
 from symfuzz.oracles.lanes.execute import CallResult, Run
 from symfuzz.oracles.verdict import Verdict
+
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
 
 EXPLAINED = "discrete flip explained by rounding"
 
@@ -198,6 +201,7 @@ def test_the_pasted_runtime_judges_a_flip_as_the_campaign_does():
     assert pasted["compare"](eager, bug, reference)["symptom"] == "value-mismatch"
 
 
+@pytest.mark.integration
 def test_the_campaign_keeps_an_explained_flip_in_suspect_and_never_confirms_it(tmp_path):
     from symfuzz.campaign import Campaign, CampaignConfig
     from symfuzz.corpus.finding import Finding

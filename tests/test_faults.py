@@ -28,6 +28,8 @@ from symfuzz.corpus.store import FindingStore, load_findings
 from symfuzz.merge import _read_lines
 from symfuzz.report import read_timeline
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "finding-v1-metadata-mismatch.json"
 REPRO = "# repro stub\n" * 2000  # ~26 KB: written in more than one os.write when the disk fills
@@ -271,6 +273,7 @@ def _write_until_killed(base: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.integration
 def test_a_writer_killed_at_any_stage_leaves_no_finding_or_a_whole_one(tmp_path):
     run = _write_until_killed(tmp_path)
     events = run["events"]
@@ -329,6 +332,7 @@ _ADD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_two_processes_adding_one_signature_give_one_whole_finding_and_duplicates(tmp_path):
     root = tmp_path / "findings"
     procs = [subprocess.Popen([sys.executable, "-c", _ADD, str(root), str(FIXTURE), str(i)], stdout=subprocess.PIPE,
@@ -359,6 +363,7 @@ _ACCEPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_two_accepts_into_one_baseline_at_once_keep_both(tmp_path):
     path = tmp_path / "symfuzz-baseline.json"
     procs = [subprocess.Popen([sys.executable, "-c", _ACCEPT, str(path), str(FIXTURE), tag], stderr=subprocess.PIPE,

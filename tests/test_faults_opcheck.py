@@ -20,6 +20,8 @@ from opcheck_ops import buggy  # noqa: F401 - registers symfuzz_buggy::* in this
 from symfuzz.cli import main
 from symfuzz.opcheck.store import XfailStore, apply_results
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 HUMAN = {"a::kept": {"test_schema": {"comment": "a person wrote this", "status": "xfail"}}}
 
 
@@ -158,6 +160,7 @@ def test_repro_snippet_that_cannot_load_its_op_says_so_and_exits_2(tmp_path, mon
     assert lines[0].endswith("opcheck_ops.buggy imported but did not register it")
 
 
+@pytest.mark.integration
 @pytest.mark.slow  # two fresh processes that import torch; the in-process test above covers exit 2 quickly
 def test_repro_snippet_stands_alone_from_an_unrelated_folder(tmp_path, monkeypatch, capsys):
     """Run from an unrelated folder without PYTHONPATH, the snippet finds the op library where

@@ -4,6 +4,8 @@ import json
 
 from symfuzz.fuzz.ir import BranchNode, EffectNode, Input, OpNode, Program, SizeNode
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 
 def sample_program():
     return Program(

@@ -26,6 +26,8 @@ from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.oracles.registry import judge
 from symfuzz.oracles.verdict import OutputMismatch, Verdict
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 # A Linear-like weight tied to the input's fixed last dim (4), a frozen bias, a running
 # statistic updated in place, and a value that depends on the mode.
 PARAMS = (Param("w0", "float32", (3, 4), "parameter", 5), Param("w1", "float32", (3,), "parameter", 6, "normal", False),
@@ -249,6 +251,7 @@ def test_module_passes_make_plainer_calls_then_turn_state_into_inputs_and_consta
     assert last.schedule.calls[0].args[-1].seed == 5 and [p.name for p in last.program.params] == ["w1", "b2"]
 
 
+@pytest.mark.integration
 def test_repro_scripts_build_a_model_on_each_side():
     case = module_case(SGD)
     subject = _subject(case)
@@ -263,6 +266,7 @@ def test_repro_scripts_build_a_model_on_each_side():
     assert "(False, lambda: [make_input((7, 4), torch.float32, 17)])," in short
 
 
+@pytest.mark.integration
 def test_a_module_case_runs_through_dynamo_and_every_oracle_passes():
     case = module_case(SGD, (True, True, False, True), (3, 5, 7, 6))
     run = execute(case, get_lane("eager"), plan=False)

@@ -21,6 +21,8 @@ from symfuzz.fuzz.schedule import demands_specialization
 from symfuzz.fuzz.script_runtime import make_args, run_call
 from symfuzz.oracles.lanes.execute import load_function
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 # Three worlds (calls) with different sizes; s2 is even everywhere (heads, RoPE, patches can use it).
 SYMBOLS = {"s0": (2, 5, 3), "s1": (4, 6, 9), "s2": (4, 8, 6)}
 
@@ -153,6 +155,7 @@ def test_size_forms_that_compare_sizes_demand_specialization():
     assert not demands_specialization(Program(x, (SizeNode("n1", "math.ceil(x0.size(0) / 2)"),), ("x0",)))
 
 
+@pytest.mark.integration
 def test_programs_of_every_motif_and_size_form_compile_and_pass_on_aot_eager(monkeypatch):
     from symfuzz.oracles.lanes.execute import execute
     from symfuzz.oracles.lanes.lane import get_lane

@@ -27,6 +27,8 @@ from symfuzz.corpus.finding import Finding, FindingFormatError, check_case
 from symfuzz.fuzz import ir
 from symfuzz.fuzz.case import Case
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 GOOD = ROOT / "tests" / "fixtures" / "finding-v1-metadata-mismatch.json"  # written by a real campaign
 MARKER = "symfuzz-injected"  # the file each payload would create in the current folder
 TOUCH = f"__import__('pathlib').Path('{MARKER}').touch()"

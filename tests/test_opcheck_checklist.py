@@ -13,6 +13,8 @@ from symfuzz.opcheck import api, checklist, plugin, store
 from symfuzz.opcheck import cli as opcheck_cli
 from symfuzz.opcheck.checklist import CHECKS, SPECS
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 OPCHECK = ROOT / "opcheck"
 TABLE = OPCHECK / "checklist.py"
 _ATTRIBUTE_CALLS = {"getattr", "hasattr", "setattr", "delattr"}

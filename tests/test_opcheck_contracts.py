@@ -9,6 +9,8 @@ from symfuzz.opcheck.checks.common import OpCheckUsageError, make_template
 from symfuzz.opcheck.contracts import assign, parse_fixed
 from symfuzz.opcheck.variants import Sweep
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 NS = "symfuzz_contracts"
 
 torch.library.define(f"{NS}::deq", "(Tensor A, Tensor absmax, Tensor code, int blocksize) -> Tensor")
@@ -117,6 +119,7 @@ def test_parse_fixed():
 # ------------------------------------------------------------------ the recorder
 
 
+@pytest.mark.integration
 def test_the_recorder_records_only_the_tests_own_calls():
     calls, notes = [], []
     op = getattr(torch.ops, NS).twice
@@ -152,6 +155,7 @@ def test_a_recorder_failure_is_a_note_and_the_op_still_runs_once(monkeypatch):
     assert len(notes) == 1 and "copy failed" in notes[0]
 
 
+@pytest.mark.integration
 def test_the_recorder_does_not_change_what_torch_compile_does():
     from torch._dynamo.testing import CompileCounter
 

@@ -14,6 +14,8 @@ from symfuzz.opcheck.inputs import TensorInput, make
 from symfuzz.opcheck.schema_samples import sample_from_schema
 from symfuzz.opcheck.variants import REJECTED, Sweep, Variant, search, shrink
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 
 def _sweep(module, name):
     args, kwargs = module.SAMPLES[name]

@@ -9,6 +9,8 @@ import torch
 from symfuzz import opcheck
 from symfuzz.opcheck.store import StoreError, XfailStore
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 NS = "symfuzz_edges"
 
 

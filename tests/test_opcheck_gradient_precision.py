@@ -4,6 +4,8 @@ import torch
 
 from symfuzz import opcheck
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 NS = "symfuzz_gradprec"
 
 

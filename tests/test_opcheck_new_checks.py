@@ -23,6 +23,8 @@ from symfuzz.opcheck.contracts import Contracts
 from symfuzz.opcheck.repro import render
 from symfuzz.opcheck.variants import REJECTED, UNJUDGED, Sweep, Variant
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 NS = "symfuzz_newchecks"
 
 
@@ -308,6 +310,7 @@ def test_layout_rejects_what_the_kernel_refuses():
 _RAISES = {"fake-device-raised": "RuntimeError"}  # meta tensors come first: "not on the expected device meta"
 
 
+@pytest.mark.integration
 def test_repro_snippets_fail_on_the_bug_and_pass_on_a_correct_op(tmp_path):
     snippets, kinds = {}, {}
     for name, (judge_of, op, layouts, kind, _) in FAILING.items():

@@ -14,6 +14,8 @@ from symfuzz.opcheck.plugin import _settings
 from symfuzz.opcheck.task import Task
 from symfuzz.opcheck.variants import Novelty, Sweep, Variant, info_key, search
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 FAR = float("inf")  # no deadline: a stop here is the information's doing
 
 

@@ -14,6 +14,8 @@ from symfuzz.oracles.lanes.execute import CallResult, Run
 from symfuzz.oracles import verdict as verdicts
 from symfuzz.oracles.verdict import Verdict
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 
 def case():
     program = Program((Input("x0", "float32", ("s0",)),), (OpNode("v1", "relu", ("x0",)),), ("v1",))

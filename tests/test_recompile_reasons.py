@@ -20,6 +20,7 @@ from symfuzz.oracles.recompiles import recompiles_oracle
 from symfuzz.oracles.verdict import UnsoundRecompile, Verdict
 
 
+
 def watched_calls(fn, calls, around=None):
     """[(prediction, record)] of each call through ``torch.compile(fn)``; ``around(i)``
     (optional) is a context manager entered around the compiled call only."""

@@ -17,6 +17,8 @@ import pytest
 from conftest import ROOT
 from symfuzz.report import TABLE_COLUMNS, write_reports
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 
 @pytest.fixture(scope="module")
 def real_out(tanh_campaign):
@@ -275,6 +277,7 @@ def test_an_old_out_with_only_stats_is_reported(tmp_path):
     assert suite.get("tests") == "1" and suite.get("failures") == "0"
 
 
+@pytest.mark.integration
 def test_reporting_never_imports_torch(real_out, tmp_path):
     """A CI job that only downloaded the artifact can report without torch."""
     code = ("import sys; from symfuzz.report import write_reports; "

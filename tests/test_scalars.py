@@ -27,6 +27,8 @@ from symfuzz.oracles.symbolic_meta import stride_paths, trace_symbolic
 from symfuzz.oracles.symbolic_trace import judge_calls
 from symfuzz.oracles.verdict import Verdict
 
+UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
+
 N_CASES = 80
 CONFIG = GenConfig(max_ops=5)
 
@@ -211,6 +213,7 @@ def test_number_values_shrink_toward_equal_small_ones():
         Case.from_json(c.to_json())
 
 
+@pytest.mark.integration
 def test_guard_planning_solves_for_int_arguments_too():
     """An int argument compiled as a symbol is a variable of the guard model: planned calls
     take new values inside its guards (reused) and across them (recompiled)."""
