@@ -29,6 +29,7 @@ from typing import Optional
 
 from symfuzz.corpus.deaths import ask_for_stack, cause_of, death_signature, place_of
 from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.corpus.scripts import EXIT_FIXED, EXIT_REPRODUCED, render_repro
 from symfuzz.oracles.verdict import OUT_OF_MEMORY, Died, Hung
 
@@ -154,7 +155,7 @@ def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional
     with tempfile.TemporaryDirectory(prefix="symfuzz-replay-") as tmp:
         script = Path(tmp) / "repro.py"
         script.write_text(render_repro(finding))
-        extra = {"TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "inductor-cache")}
+        extra = {"TORCHINDUCTOR_CACHE_DIR": fresh_cache(Path(tmp) / "inductor-cache")}
         extra.update(env_extra or {})
         code, out, seconds, exceeded = runner.run(script, extra, timeout, memory_limit, python)
         outcome = classify(finding, code, out, seconds, exceeded)

@@ -94,12 +94,13 @@ def run_capture(script: Path, folder: Path, *, accuracy: bool, timeout: float,
                 env: Optional[dict] = None, args: tuple = ()) -> CaptureRun:
     """Run ``script`` (with ``args``) under the recording bootstrap, from the
     current directory as ``python script.py`` would be; the records it left."""
+    from symfuzz.corpus.inductor_cache import fresh_cache  # parent side only: symfuzz is importable here
     from symfuzz.corpus.replay import ScriptRunner  # parent side only: symfuzz is importable here
 
     script = Path(script).resolve()
     folder = Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    extra = {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
+    extra = {"TORCHINDUCTOR_CACHE_DIR": fresh_cache(folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
     extra.update(env or {})
     argv = [sys.executable, "-c", BOOTSTRAP, str(Path(__file__).resolve()), str(folder),
             "1" if accuracy else "0", str(script), *map(str, args)]

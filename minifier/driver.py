@@ -45,6 +45,7 @@ from typing import Callable, Iterator, Optional, Protocol
 from symfuzz.corpus.atomic import write_json, write_text
 from symfuzz.corpus.deaths import DeathPlace, place_of
 from symfuzz.corpus.deaths import failure_id as death_failure_id
+from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.corpus.replay import ScriptRunner
 from symfuzz.minifier.warm_queries import WarmPool, WarmRunner
 from symfuzz.oracles.verdict import OUT_OF_MEMORY
@@ -163,7 +164,7 @@ def run_query(script_text: str, criterion: Criterion, timeout: float, env: dict,
 
 def query_env(cache_dir: Path, env: dict) -> dict:
     """The environment a query runs with, on top of this process's."""
-    extra = {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "PYTHONHASHSEED": "0"}
+    extra = {"TORCHINDUCTOR_CACHE_DIR": fresh_cache(cache_dir), "PYTHONHASHSEED": "0"}
     extra.update(env)
     return extra
 

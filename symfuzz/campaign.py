@@ -50,6 +50,7 @@ from symfuzz.corpus.deaths import ask_for_stack, death_signature, place_of
 from symfuzz.corpus.finding import Finding, environment, read_finding
 from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
 from symfuzz.corpus.store import FindingStore
+from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
 from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
 from symfuzz.oracles.lanes.lane import Lane
@@ -326,7 +327,8 @@ class Worker(WorkerSlot):
         env.update(config.lane.env)
         for key, value in throughput_env(config).items():
             env.setdefault(key, value)
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(config.out / "inductor-cache"))
+        if "TORCHINDUCTOR_CACHE_DIR" not in env:
+            env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(config.out / "inductor-cache")
         env["PYTHONHASHSEED"] = "0"
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
@@ -570,7 +572,7 @@ class Campaign:
             t0 = time.monotonic()
             outcome = replay_finding(
                 finding, timeout=self.config.confirm_timeout, runner=self.runner,
-                env_extra={"TORCHINDUCTOR_CACHE_DIR": str(self.out / "confirm-cache")},
+                env_extra={"TORCHINDUCTOR_CACHE_DIR": fresh_cache(self.out / "confirm-cache")},
             )
             self.stats.seconds["confirm"] += time.monotonic() - t0
             if self.runner.cancelled:

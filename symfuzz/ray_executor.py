@@ -39,6 +39,7 @@ from typing import Optional
 import ray
 
 from symfuzz.corpus.deaths import ask_for_stack
+from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.corpus.replay import resident_mb
 from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
 
@@ -276,7 +277,8 @@ def worker_env(config) -> dict:
     env.update(config.lane.env)
     for key, value in throughput_env(config).items():
         env.setdefault(key, value)
-    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(config.out / "inductor-cache"))
+    if "TORCHINDUCTOR_CACHE_DIR" not in env:
+        env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(config.out / "inductor-cache")
     env["PYTHONHASHSEED"] = "0"
     env["PYTHONPATH"] = _ROOT + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else _ROOT
     return env
