@@ -1,9 +1,12 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from symfuzz.corpus.inductor_cache import STORE_ENV, fresh_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTS = Path(__file__).resolve().parent / "plants"
@@ -11,10 +14,19 @@ PLANTS = Path(__file__).resolve().parent / "plants"
 collect_ignore_glob = ["opcheck_suites/*"]  # fixture projects with their own test suites (run by opcheck_suite_support)
 
 
+# Inductor's probes of this machine (corpus.inductor_cache): made once, in the system's
+# temporary folder rather than the user's store, and found there by every process the
+# tests start (xdist workers and campaigns inherit the variable).
+os.environ.setdefault(STORE_ENV, os.path.join(tempfile.gettempdir(), f"symfuzz-test-inductor-probes-{os.getuid()}"))
+
+
 @pytest.fixture(autouse=True)
-def _isolated_inductor_cache(tmp_path, monkeypatch):
-    """No test may read or leave compiled artifacts in a shared cache."""
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+def _isolated_inductor_cache(request, tmp_path, monkeypatch):
+    """No test may read or leave compiled artifacts in a shared cache: each gets a fresh
+    one, holding only the machine's probes (a unit test compiles nothing: an empty one)."""
+    cache = tmp_path / "inductor-cache"
+    unit = request.node.get_closest_marker("unit") is not None
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache) if unit else fresh_cache(cache))
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by markers

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, planted_env
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 # Runs in a subprocess with the plant active: generates programs until one of
 # at least MIN_OPS ops fails under the plant, and writes that finding.
@@ -46,7 +47,7 @@ def planted_finding(tmp_path: Path, plant: str, *, lane: str, gen: dict, needs_o
     """The folder of a finding that ``plant`` causes, found by generating programs."""
     spec = {"gen": gen, "lane": lane, "needs_op": needs_op, "symptom": symptom, "min_ops": min_ops,
             "seed": seed, "tries": tries, "out": str(tmp_path / "findings")}
-    env = {**os.environ, **planted_env(plant), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "find-cache")}
+    env = {**os.environ, **planted_env(plant), "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "find-cache")}
     proc = subprocess.run([sys.executable, "-c", FIND_SCRIPT, json.dumps(spec)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, f"no planted finding in {tries} programs:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"

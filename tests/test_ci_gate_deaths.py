@@ -29,12 +29,13 @@ from symfuzz.corpus.finding import Finding
 from symfuzz.fuzz.script_runtime import signature
 from symfuzz.oracles.verdict import Died, Verdict
 from symfuzz.worker_slot import WorkerSlot
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 EAGER = ["fuzz", "--lane", "eager", "--max-ops", "2", "--max-cases", "4", "--jobs", "1", "--quiet"]
 
 
 def symfuzz(args, plants: str, tmp: Path, timeout=900) -> subprocess.CompletedProcess:
-    env = {**os.environ, **planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": str(tmp / "cache")}
+    env = {**os.environ, **planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp / "cache")}
     env.pop("GITHUB_STEP_SUMMARY", None)
     return subprocess.run([sys.executable, "-m", "symfuzz.cli", *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=timeout, cwd=ROOT)

@@ -14,6 +14,7 @@ from symfuzz.fuzz.ir import EffectNode, ExprNode, Input, OpNode, Program
 from symfuzz.fuzz.script_runtime import make_args
 from symfuzz.fuzz.specs import all_specs
 from symfuzz.fuzz.specs.base import BACKWARD_CLASSES, OpSpec
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 
 def scripted(*values):
@@ -187,7 +188,7 @@ def test_the_short_repro_takes_and_judges_gradients_like_the_campaign(tmp_path):
     path = tmp_path / "repro.py"
     path.write_text(text)
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")})
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "c")})
     assert proc.returncode == 0 and "compiled matches eager at every call" in proc.stdout, proc.stderr[-2000:]
     failed = QueryOutcome(1, None, "AssertionError: gradient-mismatch at call 1: out[2][0]: made up", 1.0)
     assert compact_matches(subject, failed)

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = ROOT / "oracles" / "lanes" / "triton_cpu.py"
@@ -85,7 +86,7 @@ MAIN_PROGRAM = PRELUDE + textwrap.dedent(
 def _run(program, tmp_path, timeout=600):
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)  # the module must set it itself
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor_cache")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / "inductor_cache")
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton_cache")
     env["PYTHONWARNINGS"] = "ignore"
     return subprocess.run(

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import ROOT, TANH_CAMPAIGN, planted_env
 from symfuzz.merge import MergeError, merge_outputs
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 FUZZ = TANH_CAMPAIGN  # the shared campaign's options: the unsharded run is the shared one
 
@@ -22,7 +23,7 @@ FUZZ = TANH_CAMPAIGN  # the shared campaign's options: the unsharded run is the 
 def start_fuzz(out: Path, max_cases: int, shard: str | None = None) -> subprocess.Popen:
     env = dict(os.environ)
     env.update(planted_env("tanh-wrong-eager"))
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(out.parent / f"{out.name}-inductor-cache")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(out.parent / f"{out.name}-inductor-cache")
     args = [*FUZZ, "--max-cases", str(max_cases), "--out", str(out)] + (["--shard", shard] if shard else [])
     return subprocess.Popen([sys.executable, "-m", "symfuzz.cli", "fuzz", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -18,6 +18,7 @@ from symfuzz.minifier.compact import compact_matches, render_compact
 from symfuzz.minifier.driver import QueryOutcome
 from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.oracles.verdict import OutputMismatch, RaisedError, Verdict
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 
 def toy_case(sizes=(5, 8), dynamic=None, marks=None):
@@ -105,7 +106,7 @@ def test_short_repro_runs_and_judges(tmp_path):
     path = tmp_path / "repro.py"
     path.write_text(script)
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")})
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "c")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "compiled matches eager at every call" in proc.stdout
     ok = QueryOutcome(0, None, proc.stdout + proc.stderr, 1.0)
@@ -137,7 +138,7 @@ def test_short_repro_pastes_the_rounding_explainer_only_where_a_compared_leaf_ma
              "torch.compile = planted\n"
              f"runpy.run_path({str(path)!r}, run_name='__main__')\n")
     proc = subprocess.run([sys.executable, "-c", plant], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")})
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "c")})
     assert proc.returncode == 1 and "AssertionError: value-mismatch at call 0: out[0][0]" in proc.stderr, \
         proc.stderr[-2000:]
     assert compact_matches(subject(toy_case()), QueryOutcome(proc.returncode, None, proc.stdout + proc.stderr, 1.0))
@@ -212,7 +213,7 @@ def test_short_repro_of_accepts_invalid_raises_only_where_compiled_returns(tmp_p
     path = tmp_path / "repro.py"
     path.write_text(render_compact(s))
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")})
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "c")})
     assert proc.returncode == 1
     assert "accepts-invalid" not in proc.stderr.splitlines()[-1]  # compiled raised as well: not this bug
     assert "actual = compiled" not in proc.stderr and "result = compiled(*make_inputs())" in proc.stderr

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 from conftest import planted_env
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 SCRIPT = '''
 import sys
@@ -21,7 +22,7 @@ torch.compile(f, backend="eager")(torch.randn(4, 3))
 
 
 def run(tmp_path, *args):
-    env = {**os.environ, **planted_env("segfault-cos"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, **planted_env("segfault-cos"), "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "cache")}
     return subprocess.run([sys.executable, "-m", "symfuzz.cli", "minify", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
 

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import planted_env
 from test_campaign import symfuzz
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 pytestmark = pytest.mark.quality
 
@@ -47,7 +48,7 @@ def test_planted_symbolic_only_miscompile_is_found(tmp_path, ops):
 
     repro = out / "findings" / finding["signature"] / "repro.py"
     env = {k: v for k, v in os.environ.items() if k not in ("SYMFUZZ_PLANT",)}
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "cache-repro")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / "cache-repro")
     with_bug = subprocess.run([sys.executable, str(repro)], env={**env, **plant}, capture_output=True, text=True, timeout=600)
     assert with_bug.returncode == 1, with_bug.stdout[-3000:]
     assert finding["signature"] in with_bug.stdout

@@ -19,6 +19,7 @@ from minify_support import planted_finding
 from symfuzz.minifier.case_subject import dynamic_dims
 from symfuzz.minifier.run import MinifyOptions, minify_finding
 from test_campaign import symfuzz
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 pytestmark = pytest.mark.quality
 
@@ -30,7 +31,7 @@ FEW_OPS = "tanh,add,mul,sum_dim,transpose"
 def run_script(path, env_extra, tmp_path, tag):
     env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
     env.update(env_extra)
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / f"cache-{tag}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / f"cache-{tag}")
     return subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=600)
 
 

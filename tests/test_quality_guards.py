@@ -19,6 +19,7 @@ import pytest
 
 from conftest import planted_env
 from test_campaign import findings, symfuzz
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 pytestmark = pytest.mark.quality
 
@@ -40,7 +41,7 @@ def run_planted(tmp_path, plant, lane, ops, max_cases, seed=0, max_ops="4"):
     # The repro passes on unmodified torch: the plant, not torch, is at fault.
     repro = out / "findings" / finding["signature"] / "repro.py"
     env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "cache-repro")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / "cache-repro")
     fixed = subprocess.run([sys.executable, str(repro)], env=env, capture_output=True, text=True, timeout=600)
     assert fixed.returncode == 0, fixed.stdout[-3000:]
     return finding, json.loads((out / "stats.json").read_text())

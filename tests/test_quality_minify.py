@@ -20,6 +20,7 @@ from symfuzz.corpus.replay import replay_finding
 from symfuzz.minifier.case_subject import CaseSubject, dynamic_dims
 from symfuzz.minifier.run import MinifyOptions, minify_finding
 from minify_support import planted_finding
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 pytestmark = pytest.mark.quality
 
@@ -30,7 +31,7 @@ POINTWISE_MIX = ["abs", "add", "mul", "relu", "sin", "cos", "tanh", "sum_dim", "
 def run_script(path, env_extra, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
     env.update(env_extra)
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / f"cache-{len(list(tmp_path.iterdir()))}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / f"cache-{len(list(tmp_path.iterdir()))}")
     return subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=600)
 
 

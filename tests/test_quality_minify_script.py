@@ -17,6 +17,7 @@ import textwrap
 import pytest
 
 from conftest import planted_env
+from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.minifier.criteria import AccuracyFailure, SameAsOriginal
 from symfuzz.minifier.driver import Driver, run_query
 from symfuzz.minifier.script import prepare_script
@@ -68,7 +69,7 @@ PLANTED_ERROR = "planted: relu lowering cannot handle the symbolic size"
 
 def run_script(path, env_extra, cache):
     env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
-    env.update(env_extra, TORCHINDUCTOR_CACHE_DIR=str(cache))
+    env.update(env_extra, TORCHINDUCTOR_CACHE_DIR=fresh_cache(cache))
     return subprocess.Popen([sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
 

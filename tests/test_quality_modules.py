@@ -19,6 +19,7 @@ from conftest import once_per_session, planted_env
 from symfuzz.minifier.case_subject import CaseSubject
 from symfuzz.minifier.run import MinifyOptions, minify_finding
 from test_campaign import symfuzz
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 pytestmark = pytest.mark.quality
 
@@ -51,7 +52,7 @@ def module_finding(out):
 def run_script(path, env_extra, tmp_path, name):
     env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
     env.update(env_extra)
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / f"cache-{name}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / f"cache-{name}")
     return subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=600)
 
 

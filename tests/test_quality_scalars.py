@@ -19,6 +19,7 @@ from conftest import planted_env
 from symfuzz.fuzz.case import Case
 from symfuzz.minifier.run import MinifyOptions, minify_finding
 from test_campaign import symfuzz
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 pytestmark = pytest.mark.quality
 
@@ -28,7 +29,7 @@ OPS = "add,mul,relu,sum_dim,narrow"
 def run_script(path, env_extra, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
     env.update(env_extra)
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / f"cache-{len(list(tmp_path.iterdir()))}")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / f"cache-{len(list(tmp_path.iterdir()))}")
     return subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import ROOT, once_per_session, planted_env
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 # Seed 2 draws cos in case 0 (the plant segfaults the worker) and tanh in case 1 (the plant
 # makes a wrong value): one campaign shows a worker death and a value finding.
@@ -26,7 +27,7 @@ PLANTS = "tanh-wrong-eager,segfault-cos"
 def symfuzz(args, tmp) -> subprocess.Popen:
     env = dict(os.environ)
     env.update(planted_env(PLANTS))
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp / "inductor-cache")
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp / "inductor-cache")
     return subprocess.Popen(
         [sys.executable, "-m", "symfuzz.cli", "fuzz", "--quiet", *CAMPAIGN, *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

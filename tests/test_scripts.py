@@ -29,6 +29,7 @@ from symfuzz.fuzz.ir import Input, OpNode, Program
 from symfuzz.minifier.graph_subject import render_script
 from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.oracles.verdict import OutputMismatch, Verdict
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 PACKAGES = ("fuzz", "oracles", "corpus", "minifier", "opcheck", "symfuzz")
 SHEBANG = "#!/usr/bin/env python"
@@ -162,7 +163,7 @@ def test_compact_repro_judges_like_the_campaign(tmp_path):
     path = tmp_path / "repro.py"
     path.write_text(text)
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")})
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "c")})
     assert proc.returncode == 0 and "compiled matches eager at every call" in proc.stdout, proc.stderr[-2000:]
 
 

@@ -32,6 +32,7 @@ from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.oracles.verdict import Died, Hung, Verdict
 
 from conftest import ROOT, planted_env
+from symfuzz.corpus.inductor_cache import fresh_cache
 
 EAGER = get_lane("eager")
 
@@ -370,7 +371,7 @@ def died(case, plants, tmp_path, lane=EAGER, cause="SIGSEGV"):
     verdict = Verdict(ok=False, oracle="isolation", symptom="process-death", stage="unknown",
                       signature=script_runtime.signature("process-death", lane.name, cause), evidence=Died(cause=cause))
     finding = Finding(case=case.to_json(), verdict=verdict, lane=lane.to_json())
-    env = {**planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "cache")}
     outcome = replay_finding(finding, timeout=300, env_extra=env)
     assert outcome.status == "reproduced" and outcome.signature, outcome.output_tail
     return outcome
@@ -384,7 +385,7 @@ def hung(case, plants, tmp_path):
                                                           evidence=Hung(timeout_seconds=4)), lane=EAGER.to_json())
     script = tmp_path / f"hang-{case.program.ops()[0]}.py"
     script.write_text(render_repro(finding))
-    env = {**os.environ, **planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
+    env = {**os.environ, **planted_env(plants), "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "cache"),
            "PYTHONUNBUFFERED": "1"}
     log = tmp_path / "hang.log"
     with open(log, "w") as out:
