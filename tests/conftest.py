@@ -21,12 +21,14 @@ os.environ.setdefault(STORE_ENV, os.path.join(tempfile.gettempdir(), f"symfuzz-t
 
 
 @pytest.fixture(autouse=True)
-def _isolated_inductor_cache(request, tmp_path, monkeypatch):
+def _isolated_inductor_cache(request, tmp_path_factory, monkeypatch):
     """No test may read or leave compiled artifacts in a shared cache: each gets a fresh
-    one, holding only the machine's probes (a unit test compiles nothing: an empty one)."""
-    cache = tmp_path / "inductor-cache"
-    unit = request.node.get_closest_marker("unit") is not None
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache) if unit else fresh_cache(cache))
+    one, holding only the machine's probes (outside its tmp_path, which stays the test's).
+    A unit test compiles nothing: it gets a name only."""
+    if request.node.get_closest_marker("unit") is not None:
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "unit-inductor-cache"))
+        return
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", fresh_cache(tmp_path_factory.mktemp("inductor-cache")))
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by markers
