@@ -940,7 +940,16 @@ class Campaign:
             self.write_stats(time.monotonic() - start)
 
     def _finish_confirmations(self, confirmer: threading.Thread) -> None:
-        """Give pending confirmations up to ``confirm_grace`` after the fuzzing ends."""
+        """Give pending confirmations up to ``confirm_grace`` after the fuzzing ends; none
+        once --max-findings are confirmed (the run asked for that many: a confirmation can
+        take minutes, and the rest stay in unconfirmed/, as when the budget runs out)."""
+        wanted = self.config.max_findings
+        if self.confirming and wanted is not None and len(self.confirmed) >= wanted:
+            self.progress.note(f"{len(self.confirmed)} finding(s) confirmed, as --max-findings asked; "
+                               f"{len(self.confirming)} other candidate(s) kept in unconfirmed/")
+            self.runner.cancel()
+            confirmer.join(timeout=10)
+            return
         if self.confirming:
             self.progress.note(f"fuzzing done; confirming {len(self.confirming)} candidate(s) in fresh processes")
         limit = time.monotonic() + self.config.confirm_grace

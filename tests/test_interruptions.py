@@ -343,3 +343,32 @@ def test_a_signal_while_a_worker_starts_waits_until_the_worker_is_tracked():
         assert signal.getsignal(signal.SIGTERM) is raise_terminated
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_once_max_findings_are_confirmed_the_other_candidates_wait_in_unconfirmed(tmp_path):
+    import threading
+
+    from symfuzz.corpus.replay import ReplayOutcome as Outcome
+
+    campaign = Campaign(_config(tmp_path / "out", max_findings=1))
+    finding = _fixture_finding()
+    campaign.confirming.add(finding.signature)
+    campaign.record_confirmation(finding, Outcome("reproduced", 1, finding.signature, 3.0, ""))
+    assert len(campaign.confirmed) == 1
+    pending = json.loads(json.dumps(finding.to_json()))
+    pending["verdict"]["signature"] = pending["signature"] = "metadata-mismatch-another"
+    pending.pop("confirmation", None)  # not yet run in a fresh process
+    from symfuzz.corpus.finding import Finding
+
+    other = Finding.from_json(pending)
+    campaign.confirming.add(other.signature)
+    campaign.in_confirmation = other  # its fresh-process run is in flight: minutes, for a heavy program
+    cancelled = threading.Event()
+    campaign.runner.cancel = cancelled.set
+    confirmer = threading.Thread(target=cancelled.wait, args=(30,))
+    confirmer.start()
+    started = time.monotonic()
+    campaign._finish_confirmations(confirmer)
+    assert cancelled.is_set() and time.monotonic() - started < 5, "not waited for: the run asked for one"
+    campaign._shelve_unconfirmed()
+    assert campaign.summary["unconfirmed"] == 1 and (tmp_path / "out" / "unconfirmed" / other.signature).exists()
