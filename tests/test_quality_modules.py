@@ -27,7 +27,10 @@ PLANT = "lost-buffer-mutation"
 # Few plain ops, so the module statements (parameters, buffer updates) make up much of each program.
 OPS = "add,mul,relu,sum_dim,sin"
 CAMPAIGN = ["--lane", "inductor-cpp", "--module-rate", "1", "--ops", OPS, "--max-ops", "4", "--max-cases", "40",
-            "--max-findings", "1", "--jobs", "2", "--budget", "10m", "--seed", "0"]
+            "--max-findings", "1", "--jobs", "1", "--budget", "10m", "--seed", "0"]
+# One worker: the cases come in index order, so the first candidate (the one confirmed) is the
+# same on every run. With two, timing picked it, and some candidates' repros take minutes
+# (a bfloat16 batch_norm module recompiling), which the suite then waited for.
 
 
 @pytest.fixture(scope="module")
