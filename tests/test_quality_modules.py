@@ -27,21 +27,32 @@ PLANT = "lost-buffer-mutation"
 # Few plain ops, so the module statements (parameters, buffer updates) make up much of each program.
 OPS = "add,mul,relu,sum_dim,sin"
 CAMPAIGN = ["--lane", "inductor-cpp", "--module-rate", "1", "--ops", OPS, "--max-ops", "4", "--max-cases", "40",
-            "--max-findings", "1", "--jobs", "1", "--budget", "10m", "--seed", "0"]
-# One worker: the cases come in index order, so the first candidate (the one confirmed) is the
-# same on every run. With two, timing picked it, and some candidates' repros take minutes
-# (a bfloat16 batch_norm module recompiling), which the suite then waited for.
+            "--max-findings", "1", "--jobs", "2", "--budget", "10m", "--seed", "0"]
+# For the default tier: one worker, so the cases come in index order and the first candidate
+# (the one confirmed) is the same on every run. With two, timing picks it, and some candidates'
+# repros take minutes (a bfloat16 batch_norm module recompiling), which the suite then waits for.
+ONE_WORKER = [*CAMPAIGN[:CAMPAIGN.index("--jobs") + 1], "1", *CAMPAIGN[CAMPAIGN.index("--jobs") + 2:]]
+
+
+def _campaign(tmp_path_factory, name, argv):
+    def run(folder):
+        proc = symfuzz([*argv, "--out", str(folder / "out")], planted_env(PLANT), timeout=900)
+        return {"returncode": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:]}
+
+    folder, result = once_per_session(tmp_path_factory, name, run)
+    return folder / "out", result
+
+
+@pytest.fixture(scope="module")
+def one_worker_campaign(tmp_path_factory):
+    """(OUT folder, exit code) of the campaign under the plant with one worker (see ONE_WORKER)."""
+    return _campaign(tmp_path_factory, "module-campaign-one-worker", ONE_WORKER)
 
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
-    """(OUT folder, exit code) of one campaign under the plant, shared by the tests below."""
-    def run(folder):
-        proc = symfuzz([*CAMPAIGN, "--out", str(folder / "out")], planted_env(PLANT), timeout=900)
-        return {"returncode": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:]}
-
-    folder, result = once_per_session(tmp_path_factory, "module-campaign", run)
-    return folder / "out", result
+    """(OUT folder, exit code) of the campaign under the plant with two workers, for the minifier."""
+    return _campaign(tmp_path_factory, "module-campaign", CAMPAIGN)
 
 
 def module_finding(out):
@@ -59,8 +70,8 @@ def run_script(path, env_extra, tmp_path, name):
     return subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_a_lost_buffer_mutation_is_found_in_a_module_and_confirmed(campaign, tmp_path):
-    out, result = campaign
+def test_a_lost_buffer_mutation_is_found_in_a_module_and_confirmed(one_worker_campaign, tmp_path):
+    out, result = one_worker_campaign
     assert result["returncode"] == 1, result["tail"]
     finding = module_finding(out)
     assert finding["confirmation"]["status"] == "reproduced"
