@@ -26,10 +26,12 @@ def _values_at(program_json: str, call_json: str) -> dict:
     # Deferred with torch (both import it).
     from symfuzz.fuzz.script_runtime import make_args, make_input
 
-    program = Program.from_json(json.loads(program_json))
     namespace: dict = {"make_input": make_input}  # a module's __init__ makes its state with it
     call = json.loads(call_json)
     try:
+        # A candidate the IR refuses to read back (a pass wrote what no generated program holds)
+        # could not be stored as a finding either: it is not plausible.
+        program = Program.from_json(json.loads(program_json))
         # A module program's forward returns from one level deeper; it runs on a new model in the call's mode.
         ret = "\n        return" if program.params else "\n    return"
         source = program.render().rsplit(ret, 1)[0] + ret + " locals()\n"

@@ -229,3 +229,11 @@ def test_equal_constant_dims_shrink_together():
     assert together and together[0].plausible()
     alone = [c for c in candidates if [i.dims[1] for i in c.case.program.inputs] == [2, 4]]
     assert alone and not alone[0].plausible()
+
+
+def test_a_candidate_program_the_ir_refuses_to_read_back_is_not_plausible_and_not_an_error():
+    # A pass that writes what no generated program holds (an expression reading the module's
+    # `training` flag) made the whole minify stop with ValueError; it is one refused candidate.
+    from symfuzz.minifier.case_eager import _values_at
+
+    assert _values_at('{"inputs": "not a program"}', '{"args": []}') == {}
