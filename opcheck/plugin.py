@@ -295,11 +295,6 @@ def judge(reports, store: XfailStore):
     return out
 
 
-def _first_line(text):
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
 def _store_changes(before: dict, after: dict):
     """Readable lines for what accept changed in the store's data."""
     lines = []
