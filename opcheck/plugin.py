@@ -45,7 +45,8 @@ from pathlib import Path
 
 import pytest
 
-from symfuzz.opcheck.checklist import CHECKS, check_names
+from symfuzz.corpus.inductor_cache import probe_in_background
+from symfuzz.opcheck.checklist import CHECKS, INDUCTOR_DYNAMIC, check_names
 from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
 
 # Seconds per op, a hard limit over all its checks. Most ops finish in a few seconds, stopping
@@ -341,6 +342,11 @@ class OpcheckSession:
         self.suite_seconds = 0.0  # the tests themselves
         self.check_seconds = 0.0  # stage 2: checking the ops
         self.internal_error = ""  # symfuzz itself failed at session end (not a finding, not green)
+        # The checks' first Inductor compile probes the machine (about 8 s of C++ compiles on a fresh one):
+        # made now, at low priority, it overlaps the tests instead of adding to the checks' time.
+        will_compile = (self.worker_id is None and not settings.record_only and not settings.quick
+                        and (settings.checks is None or INDUCTOR_DYNAMIC.name in settings.checks))
+        self.probe = probe_in_background() if will_compile else None
 
     # ---------------------------------------------------------- stage 1: capture
 

@@ -47,3 +47,17 @@ def test_probes_that_cannot_be_made_leave_the_cache_empty_and_are_not_tried_agai
         assert fresh_cache(tmp_path / name) == str(tmp_path / name)
         assert not list((tmp_path / name).iterdir())
     assert len(calls) == 1, "a failed probe is remembered, not rerun for every cache"
+
+
+def test_the_probe_made_in_the_background_lands_in_the_cache_its_env_names_once(tmp_path):
+    cache = tmp_path / "users-cache"
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    probe = inductor_cache.probe_in_background(env)
+    assert probe is not None
+    assert probe.wait(timeout=300) == 0
+    assert probe_files(cache), "Inductor's probe files were built there"
+    assert (cache / inductor_cache._marker()).exists()
+    assert inductor_cache.probe_in_background(env) is None, "made once: the marker stops a second one"
+    # A cache symfuzz seeds from the store (the tests' own, made once) has them too: nothing to start for it.
+    seeded = fresh_cache(tmp_path / "seeded")
+    assert inductor_cache.probe_in_background({**os.environ, "TORCHINDUCTOR_CACHE_DIR": seeded}) is None
