@@ -31,6 +31,7 @@ from symfuzz.corpus.deaths import ask_for_stack, cause_of, death_signature, plac
 from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.corpus.scripts import EXIT_FIXED, EXIT_REPRODUCED, render_repro
+from symfuzz.corpus.short_repro import SHORT_SHOWS, render_short, short_mismatch
 from symfuzz.oracles.verdict import OUT_OF_MEMORY, Died, Hung
 
 
@@ -47,7 +48,9 @@ class ReplayOutcome:
     reason: Optional[str] = None
     # for a death or hang: where this run died or hung ({"phase", "frames"}: corpus/deaths.py)
     place: Optional[dict] = None
-
+    # the short repro.py, run after a reproduction when asked (replay_finding's check_short):
+    # SHORT_SHOWS, or why it is not the finding's repro.py ("did not show the bug: ...")
+    short_repro: Optional[str] = None
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -102,7 +105,10 @@ class ScriptRunner:
                     if timed_out or exceeded or self.cancelled:
                         if not self.cancelled:  # where it hung or grew: the finding's signature (deaths.py)
                             ask_for_stack(proc)
-                        os.killpg(proc.pid, signal.SIGKILL)
+                        try:
+                            os.killpg(proc.pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass  # it ended meanwhile (a process past the memory limit may die on its own)
                         proc.wait()
                         break
                     time.sleep(0.2)
@@ -145,8 +151,13 @@ def hang_limit(case_timeout: float, timeout: float) -> float:
 
 
 def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional[dict] = None,
-                   runner: Optional[ScriptRunner] = None, python: Optional[str] = None) -> ReplayOutcome:
-    """Regenerate the repro from the finding's JSON alone and run it fresh."""
+                   runner: Optional[ScriptRunner] = None, python: Optional[str] = None,
+                   check_short: bool = False) -> ReplayOutcome:
+    """Regenerate the repro from the finding's JSON alone and run it fresh.
+
+    With ``check_short``, a reproduced finding's short repro (``corpus/short_repro.py``)
+    runs fresh too, and ``short_repro`` says whether it shows the same failure: the
+    store writes it as the finding's repro.py only then."""
     evidence = finding.verdict.evidence
     if isinstance(evidence, Hung):
         timeout = hang_limit(evidence.timeout_seconds, timeout)
@@ -162,7 +173,25 @@ def replay_finding(finding: Finding, timeout: float = 600.0, env_extra: Optional
         if isinstance(evidence, Hung):
             outcome = _judge_hang(outcome, timeout, evidence.timeout_seconds,
                                   lambda: runner.run(script, {**extra, EAGER_ONLY_ENV: "1"}, timeout, None, python))
+        if check_short and outcome.status in ("reproduced", "different") and not runner.cancelled:
+            try:
+                outcome.short_repro = _check_short(finding, Path(tmp), extra, timeout, memory_limit, runner, python)
+            except Exception as exc:  # noqa: BLE001 - the finding is confirmed; only its short script is lost
+                outcome.short_repro = f"not checked: symfuzz failed running it: {type(exc).__name__}: {exc}"
     return outcome
+
+
+def _check_short(finding: Finding, tmp: Path, extra: dict, timeout: float, memory_limit, runner, python):
+    short = render_short(finding)
+    if short is None:
+        return None
+    if isinstance(finding.verdict.evidence, Hung):
+        return SHORT_SHOWS + " (a hang: not run again)"  # the judged run just hung on the same calls
+    script = tmp / "short.py"
+    script.write_text(short)
+    code, out, _, exceeded = runner.run(script, extra, timeout, memory_limit, python)
+    why = short_mismatch(finding, code, out, exceeded)
+    return SHORT_SHOWS if why is None else f"did not show the bug: {why}"
 
 
 def _judge_hang(outcome: ReplayOutcome, limit: float, case_timeout: float, run_eager) -> ReplayOutcome:

@@ -19,8 +19,8 @@ The scripts:
   exits ``EXIT_REPRODUCED`` while the bug is present, ``EXIT_FIXED`` once
   fixed, ``EXIT_INVALID`` when nothing can be judged; its last line is
   ``SYMFUZZ-RESULT {json}`` with the signature.
-- ``render_compact``: the short repro of a minified finding, which raises
-  while the bug is present.
+- ``render_compact``: the short repro of a minified module program, which
+  raises while the bug is present (corpus/short_repro.py writes the others').
 - ``render_graph_repro``: the repro of a graph captured from a user's
   script (the minifier's graph subjects and their checkpoints).
 - ``render_snippet``: a straight-line snippet (opcheck's repro snippets).
@@ -72,7 +72,7 @@ def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defa
     of ``imports``, the names a program may use (``fuzz.ir.PRELUDE``: math,
     torch, F), and the other lines of ``imports`` (e.g. the module that
     registers an op)."""
-    doc = _docstring_text(title.strip() + ("\n\n" + about.strip("\n") if about.strip() else ""))
+    doc = docstring_text(title.strip() + ("\n\n" + about.strip("\n") if about.strip() else ""))
     lines = ["#!/usr/bin/env python", f'"""{doc}\n"""']
     if env or env_defaults:
         lines += ["import os", "", "# The environment; it must be set before torch is imported."]
@@ -89,7 +89,7 @@ def prelude(title: str, about: str = "", *, env: Optional[dict] = None, env_defa
     return "\n".join(lines) + "\n"
 
 
-def _docstring_text(text: str) -> str:
+def docstring_text(text: str) -> str:
     """``text`` as the inside of a ``\"\"\"`` docstring that holds exactly it: backslashes and
     triple quotes escaped (a finding's fields cannot end the docstring), and characters that are not
     printable (a NUL, a carriage return, a lone surrogate) written as escapes."""
@@ -488,10 +488,10 @@ def main():
 
 
 def _headline(verdict) -> str:
-    return f"symfuzz repro: {_what(verdict)} ({verdict.stage}) [{verdict.signature}]"
+    return f"symfuzz repro: {what_failed(verdict)} ({verdict.stage}) [{verdict.signature}]"
 
 
-def _what(verdict) -> str:
+def what_failed(verdict) -> str:
     """The symptom, and for a death or hang where it happened: the first thing a reader needs."""
     place = place_from_evidence(verdict.evidence)
     if place is None:
@@ -643,7 +643,22 @@ def _input_expr(arg) -> str:
     return expr + (").requires_grad_()" if arg.requires_grad else ")")
 
 
-def _mark_lines(call) -> list[str]:
+def compile_config_lines(lane: dict, schedule) -> list[str]:
+    """Module-level lines that set the lane's Inductor config and the schedule's flags."""
+    config = []
+    if lane.get("config"):
+        config.append("import torch._inductor.config")
+    config += [f"torch._inductor.config.{_attribute(k)} = {v!r}" for k, v in sorted((lane.get("config") or {}).items())]
+    config += [f"torch._dynamo.config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config.get("dynamo", {}).items())]
+    if schedule.config.get("fx"):
+        config.append("import torch.fx.experimental._config")
+        config += [f"torch.fx.experimental._config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config["fx"].items())]
+    config += [f"torch.compiler.config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config.get("compiler", {}).items())]
+    return config
+
+
+def mark_lines(call) -> list[str]:
+    """``torch._dynamo`` mark calls for a call's compiled-side arguments, ``args[i]``."""
     lines = []
     for a, arg in enumerate(call.args):
         for d, mark in sorted(arg.marks.items()):
@@ -656,83 +671,32 @@ def _mark_lines(call) -> list[str]:
 
 
 def render_compact(case, verdict, lane: dict, environment: dict, *, discrete: bool = True) -> Optional[str]:
-    """The short repro of a case (``fuzz.case.Case``) that fails as ``verdict`` says
-    on ``lane``, or None when its finding needs the judged repro: runner lanes
-    (torch.export), the Triton interpreter, other devices, and symptoms judged
-    from the compile's bookkeeping (recompiles, specialization, fake tensors).
+    """The short repro of a minified module program (``fuzz.case.Case`` with parameters) that fails as
+    ``verdict`` says on ``lane``, or None when it needs the judged repro: runner lanes (torch.export),
+    the Triton interpreter, other devices, and symptoms judged from the compile's bookkeeping. (Other
+    programs get corpus/short_repro.py's plain script.)
 
-    It holds the program, the calls' inputs (``make_input``, as the campaign
-    built them), the marks and flags, one ``torch.compile``, and raises on the
-    first call where ``compare`` says compiled differs from eager. Its float64
-    reference carries rounding's explainer (``reference_call``, with the shadow
-    interpreter, some 500 lines) unless the caller knows that every leaf it
-    compares is a float (``discrete=False``), where that explains nothing."""
+    It holds the flags, the ``Model`` class and the calls' inputs, runs eager and compiled each on
+    their own model, and raises on the first call where ``compare`` says compiled differs from eager.
+    Its float64 reference carries rounding's explainer (``reference_call``, with the shadow
+    interpreter, some 500 lines) unless the caller knows that every leaf it compares is a float
+    (``discrete=False``), where that explains nothing."""
     symptom = verdict.symptom
-    if symptom not in COMPACT_SYMPTOMS or lane.get("runner") or lane.get("setup") or lane.get("device", "cpu") != "cpu":
+    if (symptom not in COMPACT_SYMPTOMS or lane.get("runner") or lane.get("setup")
+            or lane.get("device", "cpu") != "cpu" or not case.program.params):
         return None
     schedule = case.schedule
     compile_args = f"backend={lane['backend']!r}, dynamic={schedule.dynamic!r}"
     if lane.get("mode"):
         compile_args += f", mode={lane['mode']!r}"
-    what = _what(verdict)
+    what = what_failed(verdict)
     head = prelude(f"{what}{',' if what != symptom else ''} under torch.compile({compile_args}) on cpu.", (
         f"Minified by symfuzz from finding {verdict.signature} (lane {lane['name']}),\n"
         f"found with torch {environment.get('torch')}. `python repro.py` raises while the bug is present."),
         env=lane.get("env"))
-    config = []
-    if lane.get("config"):
-        config.append("import torch._inductor.config")
-    config += [f"torch._inductor.config.{_attribute(k)} = {v!r}" for k, v in sorted((lane.get("config") or {}).items())]
-    config += [f"torch._dynamo.config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config.get("dynamo", {}).items())]
-    if schedule.config.get("fx"):
-        config.append("import torch.fx.experimental._config")
-        config += [f"torch.fx.experimental._config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config["fx"].items())]
-    config += [f"torch.compiler.config.{_attribute(k)} = {v!r}" for k, v in sorted(schedule.config.get("compiler", {}).items())]
-    out = [*config, "", case.source.rstrip(), "", ""]
+    out = [*compile_config_lines(lane, schedule), "", case.source.rstrip(), "", ""]
     reference = "reference_call" if discrete else "float64_call"
-    if case.program.params:
-        return _main_script(head, *_compact_module_main(case, symptom, compile_args, out, reference))
-    out.append("def main():")
-    out.append(f"    compiled = torch.compile(fn, {compile_args})")
-    out.append("    for call, make_inputs in enumerate(CALLS):")
-    if symptom == "accepts-invalid":
-        out += ["        eager_args = make_inputs()",
-                "        try:",
-                "            expected = fn(*eager_args)",
-                "        except Exception as exc:",
-                f"            {COMPILED_CALL_ON_INVALID}",
-                "            raise AssertionError(f\"accepts-invalid at call {call}: compiled returned, eager raised {exc!r}\")"]
-    else:
-        out += ["        eager_args = make_inputs()", "        expected = fn(*eager_args)"]
-    out.append("        args = make_inputs()")
-    for i, lines in enumerate(_mark_lines(c) for c in schedule.calls):
-        if lines:
-            out.append(f"        if call == {i}:")
-            out += [f"            {line}" for line in lines]
-    out.append(f"        {COMPILED_CALL}")
-    expected, actual, judged = "(expected, eager_args)", "(actual, args)", "compare"
-    grads = any(a.requires_grad for c in schedule.calls for a in c.args)
-    if grads:  # as the campaign took them: gradients of a seeded loss (script_runtime.gradient_loss)
-        out += ["        # Gradients of sum((output * seeded cotangent).sum()) with respect to the inputs that require grad.",
-                "        expected_grads = input_gradients(expected, [a for a in eager_args if getattr(a, 'requires_grad', False)])",
-                f"        {COMPILED_BACKWARD}"]
-        expected, actual, judged = "(expected, eager_args, expected_grads)", "(actual, args, actual_grads)", "name_gradient(compare"
-    out += [f"        # Outputs, then inputs (mutation){', then gradients' if grads else ''}; beyond tolerance, "
-            "compared with a float64 run.",
-            f"        diff = {judged}({expected}, {actual}, lambda: {reference}(fn, make_inputs()).get(\"out\"))"
-            + (")" if grads else ""),
-            "        if diff is not None:",
-            "            raise AssertionError(f\"{diff['symptom']} at call {call}: {diff['path']}: {diff['detail']}\")"]
-    if symptom == "unsound-guard":
-        out.append("    # A failing call above ran a cached graph; a fresh compile at its shapes is right,")
-        out.append("    # so the cached graph's guards admitted shapes it is wrong for.")
-    out += ['    print("compiled matches eager at every call")', "", ""]
-    out.append("CALLS = [  # each call's inputs, rebuilt from seeds")
-    out += [f"    lambda: [{', '.join(_input_expr(a) for a in call.args)}]," for call in schedule.calls]
-    out.append("]")
-    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", reference]
-                               + (["input_gradients", "name_gradient"] if grads else []))
-    return _main_script(head, "\n".join(out), helpers)
+    return _main_script(head, *_compact_module_main(case, symptom, compile_args, out, reference))
 
 
 def _compact_module_main(case, symptom: str, compile_args: str, out: list, reference: str) -> tuple:
@@ -762,7 +726,7 @@ def _compact_module_main(case, symptom: str, compile_args: str, out: list, refer
     else:
         out.append("        expected = eager.call_tree(eager_args)")
     out.append("        args = make_inputs()")
-    for i, lines in enumerate(_mark_lines(c) for c in schedule.calls):
+    for i, lines in enumerate(mark_lines(c) for c in schedule.calls):
         if lines:
             out.append(f"        if call == {i}:")
             out += [f"            {line}" for line in lines]

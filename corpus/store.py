@@ -1,7 +1,8 @@
 """A directory store of findings, one folder per signature.
 
     ROOT/<signature>/finding.json    the representative case
-    ROOT/<signature>/repro.py        its standalone repro script
+    ROOT/<signature>/repro.py        its standalone repro script, short (corpus/short_repro.py) where it can be
+    ROOT/<signature>/judge.py        beside a short repro.py: the full judged script (corpus/scripts.py)
     ROOT/<signature>/duplicates.jsonl   every later case with that signature
 
 A folder appears whole (written under a hidden temp name, then renamed into
@@ -32,6 +33,7 @@ from symfuzz.corpus.atomic import (
 )
 from symfuzz.corpus.finding import MAX_FINDING_BYTES, Finding, FindingFormatError, read_finding, read_json_file
 from symfuzz.corpus.scripts import render_repro
+from symfuzz.corpus.short_repro import JUDGE_NAME, short_repro_for
 from symfuzz.oracles.verdict import SYMPTOMS
 
 
@@ -65,7 +67,10 @@ class FindingStore:
                 with disk_full_as(folder):
                     os.chmod(tmp, FOLDER_MODE)  # mkdtemp's private 0700 would stay on the renamed folder
                 try:
-                    write_text(tmp / "repro.py", render_repro(finding), mode=0o755)
+                    judged, short = render_repro(finding), short_repro_for(finding)
+                    write_text(tmp / "repro.py", short or judged, mode=0o755)
+                    if short:
+                        write_text(tmp / JUDGE_NAME, judged, mode=0o755)
                     write_json(tmp / "finding.json", finding.to_json())
                 except DiskFullError as exc:  # named as the file it was to become
                     raise DiskFullError(folder / exc.path.name, exc.errno) from exc

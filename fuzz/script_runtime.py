@@ -35,14 +35,8 @@ DTYPES = {
     "bool": torch.bool,
 }
 
-# (rtol, atol) for comparing compiled with eager directly. Looser than
-# bit-exactness because Inductor reorders reductions and fuses arithmetic.
-TOLERANCES = {
-    torch.float64: (1e-7, 1e-7),
-    torch.float32: (1e-4, 1e-5),
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (3e-2, 3e-2),
-}
+TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1e-4, 1e-5), torch.float16: (1e-2, 1e-2),
+              torch.bfloat16: (3e-2, 3e-2)}  # (rtol, atol), compiled against eager: Inductor reorders and fuses
 
 # When compiled and eager differ beyond TOLERANCES, compiled still passes if
 # its error against the fp64 reference is within this factor of eager's own

@@ -572,7 +572,7 @@ class Campaign:
             t0 = time.monotonic()
             outcome = replay_finding(
                 finding, timeout=self.config.confirm_timeout, runner=self.runner,
-                env_extra={"TORCHINDUCTOR_CACHE_DIR": fresh_cache(self.out / "confirm-cache")},
+                env_extra={"TORCHINDUCTOR_CACHE_DIR": fresh_cache(self.out / "confirm-cache")}, check_short=True,
             )
             self.stats.seconds["confirm"] += time.monotonic() - t0
             if self.runner.cancelled:

@@ -46,6 +46,7 @@ def _finding(signature: str | None = None) -> Finding:
 @pytest.fixture(autouse=True)
 def _no_torch(monkeypatch):
     monkeypatch.setattr(store_module, "render_repro", lambda finding: REPRO)
+    monkeypatch.setattr(store_module, "short_repro_for", lambda finding: None)
 
 
 def _temp_files(root: Path) -> list[Path]:
@@ -202,6 +203,7 @@ _WRITER = textwrap.dedent("""
 
     base, finding_path, stage, repro = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     store.render_repro = lambda finding: repro
+    store.short_repro_for = lambda finding: None
     events = []
 
     def event(name):
@@ -325,6 +327,7 @@ _ADD = textwrap.dedent("""
 
     root, finding_path, case_i = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store.render_repro = lambda finding: "# repro for case %d\\n" % finding.case["i"]
+    store.short_repro_for = lambda finding: None
     data = json.loads(open(finding_path).read())
     data["case"] = {**data["case"], "i": case_i}
     s = store.FindingStore(root)

@@ -239,7 +239,8 @@ def test_a_hostile_stored_corpus_case_or_baseline_repro_is_refused():
 def test_text_from_a_finding_stays_inside_the_repro_docstring(tmp_path):
     """Verdict, lane and environment text lands in the repro's docstring: quotes, backslashes,
     NULs and carriage returns in it cannot end the docstring, and it holds the text as written."""
-    from symfuzz.corpus.scripts import render_compact, render_repro
+    from symfuzz.corpus.scripts import render_repro
+    from symfuzz.corpus.short_repro import render_short
 
     nasty = f'2.13"""\nimport os; os.system("touch {MARKER}")\n"""\\'
     data = good()
@@ -247,8 +248,7 @@ def test_text_from_a_finding_stays_inside_the_repro_docstring(tmp_path):
     data["lane"]["name"] = 'inductor"""\\'
     backend = data["lane"]["backend"] = f"inductor'); {TOUCH}; ('"  # repr'd where it is code
     finding = Finding.from_json(data)
-    for script in (render_repro(finding),
-                   render_compact(Case.from_json(finding.case), finding.verdict, finding.lane, finding.environment)):
+    for script in (render_repro(finding), render_short(finding)):
         tree = ast.parse(script)
         doc = ast.get_docstring(tree, clean=False)
         assert nasty + "\x00\r\ud800" in doc

@@ -10,7 +10,8 @@ import pytest
 import torch
 from hypothesis.internal.conjecture.data import ConjectureData
 
-from symfuzz.corpus.scripts import render_compact
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.short_repro import render_short
 from symfuzz.fuzz import script_runtime
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.drawing import generate
@@ -177,9 +178,10 @@ def test_export_dynamic_shapes_make_changing_non_negative_ints_dynamic():
 
 def test_the_short_repro_passes_numbers_as_literals():
     case = small_case(values=(2, -3, 2))
-    verdict = Verdict(False, "differential", "value-mismatch", "runtime", "sig", 1)
-    text = render_compact(case, verdict, {"name": "inductor-cpp", "backend": "inductor"}, {})
-    assert "lambda: [make_input((5, 4), torch.float32, 5), -3, 0.5, [2, 10]]," in text
+    verdict = Verdict(False, "differential", "value-mismatch", "runtime", "value-mismatch-0123456789", 1)
+    text = render_short(Finding(case=case.to_json(), verdict=verdict, environment={"torch": "x"},
+                                lane={"name": "inductor-cpp", "backend": "inductor"}))
+    assert "lambda: [randn((5, 4), torch.float32, 5), -3, 0.5, [2, 10]]," in text
     compile(text, "<repro>", "exec")
 
 

@@ -23,6 +23,7 @@ from conftest import ROOT
 from snippet_support import run_snippets
 from symfuzz.corpus import scripts
 from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.short_repro import render_short
 from symfuzz.fuzz import script_runtime
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import Input, OpNode, Program
@@ -130,7 +131,6 @@ def _scripts() -> dict:
         "repro": scripts.render_repro(finding),
         "symbolic repro": scripts.render_repro(symbolic),
         "unsound-recompile repro": scripts.render_repro(recompile),
-        "compact": scripts.render_compact(case, _verdict(), lane, {"torch": "x"}),
         "graph crash": render_script(_graph(False)),
         "graph accuracy": render_script(_graph(True)),
         "snippet": scripts.render_snippet("a snippet", "x = make_input((2, 3), torch.float32, 0, 'sliced')\n"),
@@ -138,7 +138,7 @@ def _scripts() -> dict:
 
 
 def test_every_script_is_built_from_the_same_pieces():
-    judged = ("repro", "symbolic repro", "unsound-recompile repro", "compact", "graph accuracy")
+    judged = ("repro", "symbolic repro", "unsound-recompile repro", "graph accuracy")
     make_input = textwrap.dedent(ast.get_source_segment(
         (ROOT / "fuzz" / "script_runtime.py").read_text(),
         next(n for n in ast.parse((ROOT / "fuzz" / "script_runtime.py").read_text()).body
@@ -155,11 +155,17 @@ def test_every_script_is_built_from_the_same_pieces():
             assert text.count("def compare(") == 1 and text.count("TOLERANCES = {") == 1, kind
 
 
-def test_compact_repro_judges_like_the_campaign(tmp_path):
-    """The short repro rebuilds the inputs with make_input (layout included) and judges with compare:
-    on the Dynamo-only lane nothing differs."""
-    text = scripts.render_compact(_case(), _verdict(), get_lane("eager").to_json(), {"torch": "x"})
-    assert "make_input((5, 4), torch.float32, 1, {'kind': 'transposed', 'dims': [0, 1]})" in text
+def test_the_short_repro_carries_the_runtimes_own_tolerance_table_and_passes_where_nothing_differs(tmp_path):
+    """The short repro.py (corpus/short_repro.py) pastes script_runtime's TOLERANCES, the one table, and
+    lays its inputs out as make_input does: on the Dynamo-only lane nothing differs."""
+    finding = Finding(case=_case().to_json(), verdict=_verdict(), lane=get_lane("eager").to_json(),
+                      environment={"torch": "x"})
+    text = render_short(finding)
+    source = (ROOT / "fuzz" / "script_runtime.py").read_text()
+    table = ast.get_source_segment(source, next(n for n in ast.parse(source).body if isinstance(n, ast.Assign)
+                                                 and n.targets[0].id == "TOLERANCES"))
+    assert text.count("TOLERANCES = {") == 1 and table in text
+    assert "randn((4, 5), torch.float32, 1).transpose(0, 1)" in text
     path = tmp_path / "repro.py"
     path.write_text(text)
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,

@@ -29,6 +29,8 @@ INDUCTOR_CONFIG = {
     "autotune_local_cache": False,
 }
 INDUCTOR_ENV = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+# The settings above that only keep caches off (a finding's short repro sets force_disable_caches instead).
+CACHE_SETTINGS = frozenset({"fx_graph_cache", "autotune_local_cache", *INDUCTOR_ENV})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,237 @@
+"""A finding's short ``repro.py``: the bug in a screenful, for a person to read and paste upstream.
+
+It holds what an upstream bug report needs and nothing else: the program, each
+call's inputs on one line, the marks and flags, one ``torch.compile``, and plain
+checks a reader knows (``torch.testing.assert_close`` at the dtype's tolerance,
+exact equality for integers and bools, the error the compiled call raises). It
+raises while the bug is present (exit 1) and prints a line once it is fixed. Its
+few helpers (``fuzz/plain_runtime.py``) come after the bug.
+
+The full judge stays in ``judge.py``, written beside it (``scripts.render_repro``):
+the tolerance table with its float64 reference, rounding's explainer and the
+finding's signature. Confirmation, ``symfuzz replay`` and ``--reference-python``
+run that one, so verdicts and signatures do not depend on this script. Where the
+plain checks could disagree with it (a rounding difference that the float64
+reference forgives), the script says so and ``judge.py`` decides.
+
+Findings this cannot show plainly get no short script (``render_short`` returns
+None) and their ``repro.py`` is the judged script itself: module programs,
+torch.export and Triton-interpreter lanes, other devices, and symptoms judged
+from the compiler's bookkeeping (recompiles, guards, fake tensors).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Optional
+
+from symfuzz.corpus.scripts import Helpers, compile_config_lines, docstring_text, mark_lines, what_failed
+from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
+from symfuzz.fuzz.ir import EffectNode
+from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
+from symfuzz.oracles.lanes.lane import CACHE_SETTINGS
+
+PLAIN_RUNTIME = "symfuzz.fuzz.plain_runtime"
+JUDGE_NAME = "judge.py"  # the full judged script, beside the short repro.py
+# Symptoms a compile and a comparison with eager show: the rest need the judge's bookkeeping.
+SHORT_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "crash", "accepts-invalid",
+                  "unsound-guard", "process-death", "timeout")
+# What confirmation records (corpus/replay.py) when the short repro, run fresh, fails as the finding does.
+SHORT_SHOWS = "shows the bug"
+PROGRAM_MARKER = "# ---------------------------------------------------------------- the program"
+
+
+def short_repro_for(finding) -> Optional[str]:
+    """The short repro.py to store for a finding: None where there is none, or where
+    confirmation ran it and it did not show the bug (``corpus/replay.py``)."""
+    checked = (finding.confirmation or {}).get("short_repro") if isinstance(finding.confirmation, dict) else None
+    if checked and not checked.startswith(SHORT_SHOWS):
+        return None
+    return render_short(finding)
+
+
+def render_short(finding, minified: bool = False) -> Optional[str]:
+    """The short repro of a fuzz finding (``corpus.finding.Finding``; ``minified``: the minifier's
+    smallest case of one), or None where it needs the judge."""
+    verdict, lane = finding.verdict, finding.lane
+    if (verdict.symptom not in SHORT_SYMPTOMS or lane.get("runner") or lane.get("setup")
+            or lane.get("device", "cpu") != "cpu"):
+        return None
+    case = Case.from_json(finding.case)
+    if case.program.params:
+        return None
+    calls = case.schedule.calls
+    if verdict.call_index is not None:
+        calls = calls[: verdict.call_index + 1]  # the calls after the failing one change nothing
+    compile_args = f"backend={lane['backend']!r}, dynamic={case.schedule.dynamic!r}"
+    if lane.get("mode"):
+        compile_args += f", mode={lane['mode']!r}"
+    grads = any(a.requires_grad for c in calls for a in c.args)
+    out = [_docstring(finding, case, compile_args, len(calls), minified)]
+    # The lane's settings that keep Inductor's caches off become one: force_disable_caches. (Caches stay
+    # off: a kernel cached by a run with the bug would stand in for the compile of a run without it.)
+    env = {k: v for k, v in (lane.get("env") or {}).items() if k not in CACHE_SETTINGS}
+    config = {k: v for k, v in (lane.get("config") or {}).items() if k not in CACHE_SETTINGS}
+    if len(config) < len(lane.get("config") or {}):
+        config["force_disable_caches"] = True
+    if env:
+        out += ["import os", "", *(f"os.environ[{k!r}] = {v!r}" for k, v in sorted(env.items())), ""]
+    source = case.source.strip()
+    # fuzz.ir.PRELUDE's imports (math, torch, F), those the program uses
+    out += [line for line in PROGRAM_GLOBALS.strip().splitlines()
+            if line == "import torch" or f"{line.split()[-1]}." in source]
+    out += [*compile_config_lines({**lane, "config": config}, case.schedule), "",
+            PROGRAM_MARKER, source, "", "",
+            "CALLS = [  # each call's arguments: tensors from a seeded generator",
+            *(f"    lambda: [{', '.join(_argument(a) for a in call.args)}]," for call in calls), "]", "", "",
+            "def main():", f"    compiled = torch.compile(fn, {compile_args})",
+            "    for i, make in enumerate(CALLS):", "        eager_args, args = make(), make()"]
+    for i, call in enumerate(calls):
+        marks = mark_lines(call)
+        if marks:
+            out += [f"        if i == {i}:", *(f"            {line}" for line in marks)]
+    if verdict.symptom == "accepts-invalid":
+        out += ["        try:", "            expected = fn(*eager_args)", "        except Exception as error:",
+                "            compiled(*args)",
+                '            raise AssertionError(f"call {i}: compiled returned where eager raised {error!r}")']
+    else:
+        out.append("        expected = fn(*eager_args)")
+    if grads:
+        out.append("        expected_grads = gradients(expected, [a for a in eager_args if getattr(a, 'requires_grad', False)])")
+    out.append("        actual = compiled(*args)")
+    if grads:
+        out.append("        actual_grads = gradients(actual, [a for a in args if getattr(a, 'requires_grad', False)])")
+    out.append('        check(f"call {i}: outputs", actual, expected)')
+    if _writes_in_place(case.program) or str(getattr(verdict.evidence, "path", "")).startswith("out[1]"):
+        out.append('        check(f"call {i}: inputs after the call", args, eager_args)')
+    if grads:
+        out.append('        check(f"call {i}: gradients", actual_grads, expected_grads)')
+    out += ['    print("compiled matches eager at every call")', "", ""]
+    kinds = {_maker(a) for c in calls for a in c.args if not a.scalar}
+    helpers = Helpers().pieces(PLAIN_RUNTIME, sorted(kinds) + ["check"] + (["gradients"] if grads else []))
+    out += ["# ---------------------------------------------------------------- helpers",
+            helpers.text("\n".join(out)).strip("\n"), "", "", 'if __name__ == "__main__":', "    main()", ""]
+    return "\n".join(out)
+
+
+def _writes_in_place(program) -> bool:
+    """Does the program write to a tensor in place (an input, or a view of one, may change)?"""
+    return (any(isinstance(node, EffectNode) for node in program.body)
+            or re.search(r"\.[A-Za-z0-9]\w*_\(|\]\s*=[^=]", program.render()) is not None)
+
+
+def _docstring(finding, case, compile_args: str, ncalls: int, minified: bool) -> str:
+    verdict = finding.verdict
+    at = f", at call {verdict.call_index} of {ncalls}" if verdict.call_index is not None and ncalls > 1 else ""
+    seen = what_was_seen(verdict, case)
+    lines = [f"{what_failed(verdict)} under torch.compile({compile_args}) on cpu{at}{':' if seen else '.'}"]
+    if seen:
+        lines += textwrap.wrap(seen, 96)
+    if verdict.symptom == "unsound-guard":
+        lines += ["The failing call ran a graph compiled for earlier calls; a fresh compile at its shapes is right."]
+    elif verdict.symptom in ("process-death", "timeout"):
+        lines += ["The process " + ("dies" if verdict.symptom == "process-death" else "hangs") + " in that call."]
+    source = f"Minified by symfuzz from finding {verdict.signature}" if minified else \
+        f"symfuzz finding {verdict.signature}"
+    lines += ["", f"{source}, torch {finding.environment.get('torch')}. Exits 1 while the bug is present;", "judge.py beside it (symfuzz's full judge: float64 reference, signature) decides if "
+              "they differ."]
+    return '"""' + docstring_text("\n".join(lines)) + '\n"""'
+
+
+def what_was_seen(verdict, case) -> str:
+    """What the compiled side did, in one line for a reader ("" when the verdict says nothing more)."""
+    evidence = verdict.evidence
+    error = getattr(evidence, "error", None)
+    if isinstance(error, dict):
+        message = (error.get("message") or "").strip().splitlines()
+        return f"Compiled raised {error.get('type', 'an error')}: {message[0] if message else ''}"
+    path, detail = getattr(evidence, "path", None), getattr(evidence, "detail", "")
+    if detail:
+        return f"At {_place(path, case)}: {detail}" if path else f"Compiled: {detail}"
+    return ""
+
+
+def _place(path: str, case) -> str:
+    """A judged path (``script_runtime.flatten`` over (outputs, inputs after the call, gradients)) in words."""
+    match = re.fullmatch(r"out\[(\d+)\]\[(\d+)\](.*)", path)
+    if match is None:
+        return path
+    part, k, rest = int(match[1]), int(match[2]), match[3]
+    inputs, calls = case.program.inputs, case.schedule.calls
+    names = [i.name for i in inputs] if part == 1 else [
+        i.name for i, a in zip(inputs, calls[0].args if calls else ()) if a.requires_grad]
+    name = names[k] if k < len(names) else str(k)
+    return {0: f"output {k}{rest}", 1: f"input {name}{rest} after the call (written in place)",
+            2: f"the gradient for {name}{rest}"}.get(part, path)
+
+
+def _maker(arg) -> str:
+    """The plain_runtime function that makes a tensor argument: randn for floats, seeded for the rest."""
+    return "randn" if DTYPE_KIND.get(arg.dtype) == FLOAT else "seeded"
+
+
+def _argument(arg) -> str:
+    """An argument as one expression: a literal, or ``seeded(...)`` laid out as symfuzz laid it out."""
+    if arg.scalar:  # a Python number or int list (Case.from_json checked it)
+        if arg.scalar == "ints":
+            return repr([int(v) for v in arg.value])
+        return repr({"int": int, "float": float, "bool": bool}[arg.scalar](arg.value))
+    # deferred: the runtime imports torch, which the store (importing this module) must not need to load
+    from symfuzz.fuzz.script_runtime import base_shape, normal_layout
+
+    rank = len(arg.shape)
+    layout = normal_layout(arg.layout, rank)
+    base = tuple(int(n) for n in base_shape(arg.shape, layout))
+    # ints and a dtype's name only (Case.from_json checked them): nothing from a file is pasted as code
+    expr = f"{_maker(arg)}({base!r}, torch.{str(arg.dtype)}, {int(arg.seed)})"
+    kind = layout.get("kind", "contiguous")
+    if kind == "transposed":
+        a, b = (int(d) for d in layout["dims"])
+        expr += f".transpose({a}, {b})"
+    elif kind in ("strided", "sliced"):
+        dim = int(layout["dim"]) % rank
+        step = f"::{int(layout['step'])}" if kind == "strided" else "1::2"
+        expr += "[" + ":, " * dim + step + "]"
+    elif kind == "expanded":
+        expr += f".expand({tuple(int(n) for n in arg.shape)!r})"
+    return expr + (".requires_grad_()" if arg.requires_grad else "")
+
+
+# A traceback's exception line: "pkg.module.SomeError: message" (or no message), unindented, a class name last.
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?$)")
+# The short repro's lines that run the compiled function: a crash must come out of one of them.
+_COMPILED_LINES = ("actual = compiled(*args)", "actual_grads = gradients(actual", "compiled(*args)")
+
+
+def short_mismatch(finding, code: Optional[int], out: str, exceeded: bool = False) -> Optional[str]:
+    """None when a run of the short repro (exit ``code``, None past the time limit; output ``out``;
+    ``exceeded``: killed past the memory limit) shows the finding's failure; else what it showed
+    instead, in a few words. The script prints no signature: this checks what a reader would, the
+    error that ended it and the call it names."""
+    verdict, evidence = finding.verdict, finding.verdict.evidence
+    lines = [line for line in out.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    if code is None:
+        return "it ran past the time limit"
+    if verdict.symptom == "process-death":
+        died = exceeded if getattr(evidence, "out_of_memory", False) else code < 0 or code > 128
+        return None if died else f"it did not die (exit {code}): {last[:200]}"
+    if code != 1:
+        return f"exit {code}: {last[:200]}"
+    # The exception that ended it: the first exception line of the traceback's last block (the
+    # message's later lines, a wrapped error's own, and Dynamo's hints follow it).
+    block = out.rsplit("Traceback (most recent call last):", 1)[-1]
+    raised = next((line for line in block.splitlines() if _EXCEPTION_LINE.match(line)), "")
+    own_check = re.match(r"AssertionError: call (\d+): ", raised)
+    error = getattr(evidence, "error", None)
+    if verdict.symptom == "accepts-invalid":
+        shown = own_check is not None and "compiled returned where eager raised" in raised
+    elif isinstance(error, dict):  # the compiled call raised this error
+        name = str(error.get("type", "")).rsplit(".", 1)[-1]
+        shown = (bool(name) and name in raised.split(":")[0] and own_check is None
+                 and any(line in block for line in _COMPILED_LINES))
+    else:  # a check failed, at the finding's call
+        shown = own_check is not None and verdict.call_index in (None, int(own_check[1]))
+    return None if shown else f"it failed otherwise: {(raised or last)[:200]}"

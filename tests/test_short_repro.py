@@ -1,0 +1,171 @@
+"""A finding's short repro.py (corpus/short_repro.py): the bug in a screenful, judged plainly, and
+built from the same inputs, cotangents and tolerances as the full judge beside it (judge.py).
+
+Its runs in fresh processes against planted bugs are in the quality tests (test_quality*.py)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import torch
+
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.short_repro import SHORT_SHOWS, render_short, short_mismatch, short_repro_for
+from symfuzz.corpus.store import FindingStore
+from symfuzz.fuzz import plain_runtime
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.fuzz.script_runtime import input_gradients, make_input
+from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.oracles.verdict import Died, ExcessRecompile, OutputMismatch, RaisedError, Verdict
+
+UNIT_TIER = True
+
+
+def _case(requires_grad=False, layout=None):
+    program = Program(inputs=(Input("x0", "float32", ("s0", 4)), Input("x1", "float32", ("s0", 4))),
+                      body=(OpNode("v1", "add", ("x0", "x1"), {"alpha": 1}),), outputs=("v1",))
+    calls = tuple(Call((ArgSpec((n, 4), "float32", 1, layout=layout or {"kind": "contiguous"},
+                                requires_grad=requires_grad), ArgSpec((n, 4), "float32", 2))) for n in (5, 8))
+    return Case(program, Schedule(None, calls))
+
+
+def _finding(symptom="value-mismatch", evidence=None, lane="inductor-cpp", case=None, call_index=1):
+    evidence = evidence or OutputMismatch(path="out[0][0]", detail="3/20 elements differ; at [1, 2]: compiled 0.5, "
+                                                                   "eager 0.25")
+    verdict = Verdict(ok=False, oracle="differential", symptom=symptom, stage="runtime",
+                      signature=f"{symptom}-0123456789", call_index=call_index, evidence=evidence)
+    return Finding(case=(case or _case()).to_json(), verdict=verdict, lane=get_lane(lane).to_json(),
+                   environment={"torch": "2.13.0"})
+
+
+def test_a_one_statement_finding_reads_as_the_bug_in_a_screenful():
+    text = render_short(_finding())
+    lines = text.splitlines()
+    assert len(lines) <= 60, text
+    ast.parse(text)
+    # The bug comes first: what differs, the program, the calls; helpers after main().
+    assert lines[0].startswith('"""value-mismatch under torch.compile(backend=\'inductor\', dynamic=None) on cpu')
+    assert "At output 0: 3/20 elements differ" in text
+    order = [text.index(s) for s in ("def fn(x0, x1):", "CALLS = [", "def main():", "def check(")]
+    assert order == sorted(order)
+    # One line per call, the inputs as symfuzz made them; only the calls up to the failing one.
+    assert "    lambda: [randn((5, 4), torch.float32, 1), randn((5, 4), torch.float32, 2)]," in lines
+    assert "    lambda: [randn((8, 4), torch.float32, 1), randn((8, 4), torch.float32, 2)]," in lines
+    # Plain checks, no judging machinery, no JSON.
+    assert "torch.testing.assert_close" in text and "json" not in text and "float64_call" not in text
+    assert "judge.py" in text
+
+
+def test_only_the_calls_up_to_the_failing_one_are_made():
+    text = render_short(_finding(call_index=0))
+    assert "randn((8, 4)" not in text and "randn((5, 4)" in text
+
+
+@pytest.mark.parametrize("layout, expr", [
+    ({"kind": "transposed", "dims": [0, 1]}, "randn((4, 5), torch.float32, 1).transpose(0, 1)"),
+    ({"kind": "strided", "dim": 1, "step": 3}, "randn((5, 10), torch.float32, 1)[:, ::3]"),
+    ({"kind": "sliced", "dim": -1}, "randn((5, 9), torch.float32, 1)[:, 1::2]"),
+    ({"kind": "expanded", "dim": 0}, "randn((1, 4), torch.float32, 1).expand((5, 4))"),
+])
+def test_each_input_is_the_tensor_symfuzz_made_in_one_line(layout, expr):
+    text = render_short(_finding(case=_case(layout=layout)))
+    assert expr in text
+    made = eval(expr, {"torch": torch, "randn": plain_runtime.randn})  # noqa: S307 - our own rendering
+    expected = make_input((5, 4), torch.float32, 1, layout)
+    assert made.shape == expected.shape and made.stride() == expected.stride()
+    assert torch.equal(made, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
+                                   torch.int64, torch.bool, torch.complex64])
+def test_seeded_inputs_equal_the_runtimes(dtype):
+    _made = plain_runtime.randn if dtype.is_floating_point else plain_runtime.seeded
+    assert torch.equal(_made((3, 5), dtype, 17), make_input((3, 5), dtype, 17))
+
+
+def test_the_gradients_are_the_judges_own():
+    x = make_input((3, 4), torch.float32, 5).requires_grad_()
+    [mine] = plain_runtime.gradients((x.sin(), x.sum(), 3), [x])
+    [judges] = input_gradients((x.sin(), x.sum(), 3), [x])
+    assert torch.equal(mine, judges)
+    # An output nothing requires grad of: zeros, as the judge gives.
+    assert torch.equal(plain_runtime.gradients((x.detach(),), [x])[0], torch.zeros_like(x))
+
+
+def test_the_gradient_check_is_there_when_inputs_require_grad():
+    text = render_short(_finding("gradient-mismatch", case=_case(requires_grad=True),
+                                 evidence=OutputMismatch(path="out[2][0]", detail="1/20 elements differ")))
+    assert "randn((5, 4), torch.float32, 1).requires_grad_()" in text
+    assert 'check(f"call {i}: gradients", actual_grads, expected_grads)' in text and "def gradients(" in text
+    assert "At the gradient for x0: 1/20 elements differ" in text
+    assert len(text.splitlines()) <= 75
+
+
+def test_check_judges_at_the_dtype_tolerance_and_exactly_otherwise():
+    e = torch.ones(4)
+    plain_runtime.check("close", e + 5e-6, e)  # within float32's (1e-4, 1e-5)
+    with pytest.raises(AssertionError, match=r"far \[0\]"):
+        plain_runtime.check("far", (e + 1e-3,), (e,))
+    plain_runtime.check("half", e.half() + 5e-3, e.half())
+    with pytest.raises(AssertionError):
+        plain_runtime.check("ints", torch.tensor([1, 2]), torch.tensor([1, 3]))
+    with pytest.raises(AssertionError, match="compiled gives 1 values, eager 2"):
+        plain_runtime.check("count", (e,), (e, e))
+    with pytest.raises(AssertionError):
+        plain_runtime.check("dtype", e.double(), e)
+    plain_runtime.check("nan", torch.tensor([float("nan")]), torch.tensor([float("nan")]))
+
+
+def test_findings_it_cannot_show_plainly_keep_the_judged_script():
+    assert render_short(_finding(lane="export")) is None
+    assert render_short(_finding("excess-recompiles", evidence=ExcessRecompile(detail="x", recompile_reason="y"))) is None
+    assert render_short(_finding("crash", evidence=RaisedError(error={"type": "RuntimeError", "message": "x"}),
+                                 lane="eager")) is not None
+
+
+def test_the_store_writes_the_short_repro_beside_the_judge(tmp_path):
+    store = FindingStore(tmp_path)
+    store.add(_finding())
+    folder = tmp_path / "value-mismatch-0123456789"
+    assert (folder / "repro.py").read_text() == render_short(_finding())
+    assert "SYMFUZZ-RESULT" in (folder / "judge.py").read_text()
+    # Confirmation ran it and it did not show the bug: repro.py is the judged script, alone.
+    failed = _finding(evidence=OutputMismatch(path="out[0][0]", detail="x"))
+    failed.verdict = Verdict(**{**failed.verdict.__dict__, "signature": "value-mismatch-9999999999"})
+    failed.confirmation = {"status": "reproduced", "short_repro": "did not show the bug: exit 0: all ok"}
+    assert short_repro_for(failed) is None
+    store.add(failed)
+    assert "SYMFUZZ-RESULT" in (tmp_path / "value-mismatch-9999999999" / "repro.py").read_text()
+    assert not (tmp_path / "value-mismatch-9999999999" / "judge.py").exists()
+
+
+def _traceback(line, exception):
+    return f"Traceback (most recent call last):\n  File \"repro.py\", line 30, in main\n    {line}\n{exception}\n"
+
+
+def test_a_run_of_the_short_repro_shows_the_finding_only_when_it_fails_the_same_way():
+    value = _finding()
+    check = 'check(f"call {i}: outputs", actual, expected)'
+    assert short_mismatch(value, 1, _traceback(check, "AssertionError: call 1: outputs [0]: not close!")) is None
+    assert short_mismatch(value, 1, _traceback(check, "AssertionError: call 0: outputs [0]: not close!"))
+    assert short_mismatch(value, 0, "compiled matches eager at every call").startswith("exit 0")
+    assert short_mismatch(value, None, "") == "it ran past the time limit"
+    crash = _finding("crash", evidence=RaisedError(error={"type": "torch._dynamo.exc.Unsupported", "message": "x"}))
+    assert short_mismatch(crash, 1, _traceback("actual = compiled(*args)", "torch._dynamo.exc.Unsupported: x")) is None
+    assert short_mismatch(crash, 1, _traceback("expected = fn(*eager_args)", "torch._dynamo.exc.Unsupported: x"))
+    assert short_mismatch(crash, 1, _traceback("actual = compiled(*args)", "NameError: name 'q' is not defined"))
+    # A crash that is itself an AssertionError is not the checks' own AssertionError.
+    assertion = _finding("crash", evidence=RaisedError(error={"type": "builtins.AssertionError", "message": "size"}))
+    assert short_mismatch(assertion, 1, _traceback(check, "AssertionError: call 1: outputs [0]: not close"))
+    assert short_mismatch(assertion, 1, _traceback("actual = compiled(*args)", "AssertionError: size 9")) is None
+    # Accepts-invalid: the script's own words, only where compiled returned.
+    invalid = _finding("accepts-invalid", evidence=RaisedError(error={"type": "IndexError", "message": "out"}))
+    said = "AssertionError: call 1: compiled returned where eager raised IndexError('out')"
+    assert short_mismatch(invalid, 1, _traceback("raise AssertionError(...)", said)) is None
+    assert short_mismatch(invalid, 1, _traceback("compiled(*args)", "IndexError: out"))
+    died = _finding("process-death", evidence=Died(cause="SIGSEGV", returncode=-11))
+    assert short_mismatch(died, -11, "Fatal Python error: Segmentation fault") is None
+    assert short_mismatch(died, 0, "compiled matches eager")
+    assert SHORT_SHOWS == "shows the bug"
