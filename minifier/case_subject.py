@@ -4,7 +4,8 @@ Each candidate is checked by rendering the finding's own repro script
 (``corpus.scripts.render_repro``) for the candidate case and running it fresh:
 the same judging code the campaign used, so "same signature" means the same
 thing here as in ``symfuzz replay``. The user-facing repro is the short
-script (``corpus.scripts.render_compact``) when it still shows the bug.
+script (``minifier.compact``) when it still shows the bug, with the judged
+script beside it (``judge_script``).
 """
 
 from __future__ import annotations
@@ -127,6 +128,11 @@ class CaseSubject:
 
     def repro_script(self) -> str:
         return render_compact(self) or self.query_script()
+
+    def judge_script(self) -> str:
+        """The judged script on the finding's own lane (the queries' may be a cheaper one): judge.py."""
+        return render_repro(Finding(case=self.case.to_json(), verdict=self.verdict, lane=self.lane,
+                                    environment=self.environment))
 
     def plausible(self) -> bool:
         return plausible(self)

@@ -1,10 +1,11 @@
 """The short repro of a minified finding: a script to paste into a bug report.
 
-``corpus.scripts.render_compact`` renders it: the program, the calls' inputs
-(``make_input``, as the campaign built them), the marks and flags, one
-``torch.compile``, and the same judging function as the campaign
-(``compare``), which raises on the first call where compiled differs from
-eager. Here: whether a run of it shows the subject's failure.
+``corpus.short_repro.render_short`` renders it: the program, the calls' inputs
+on one line each, the marks and flags, one ``torch.compile`` and plain checks
+against eager, which raise on the first call where compiled differs. A module
+program gets ``corpus.scripts.render_compact``'s instead (its own model per side,
+judged by the campaign's ``compare``). Here: whether a run of it shows the
+subject's failure. The judged script goes beside it as judge.py (minifier/driver.py).
 
 Not every finding fits this shape: runner lanes (torch.export), the Triton
 interpreter lane and symptoms judged from the compile's bookkeeping
@@ -17,6 +18,8 @@ import re
 from typing import Optional
 
 from symfuzz.corpus import scripts
+from symfuzz.corpus.finding import Finding
+from symfuzz.corpus.short_repro import render_short, short_mismatch
 from symfuzz.corpus.deaths import cause_of, place_from_evidence, same_place
 from symfuzz.minifier.case_eager import compares_only_floats
 from symfuzz.oracles.verdict import OUT_OF_MEMORY, RaisedError
@@ -28,10 +31,20 @@ _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?$)")
 
 
 def render_compact(subject) -> Optional[str]:
-    """The short script for a CaseSubject, or None when its finding needs the judged repro.
-    It pastes rounding's explainer only where a compared leaf may be discrete."""
+    """The short script for a CaseSubject, or None when its finding needs the judged repro: the plain
+    script of corpus/short_repro.py, else (a module program) the compact one of corpus/scripts.py, which
+    pastes rounding's explainer only where a compared leaf may be discrete."""
+    plain = render_short(_on_its_lane(subject), minified=True)
+    if plain is not None:
+        return plain
     return scripts.render_compact(subject.case, subject.verdict, subject.lane, subject.environment,
                                   discrete=not compares_only_floats(subject.case))
+
+
+def _on_its_lane(subject) -> Finding:
+    """The subject as a finding on the finding's own lane (its queries may run on a cheaper one)."""
+    return Finding(case=subject.case.to_json(), verdict=subject.verdict, lane=subject.lane,
+                   environment=subject.environment)
 
 
 def compact_matches(subject, outcome) -> bool:
@@ -43,6 +56,10 @@ def compact_matches(subject, outcome) -> bool:
     """
     symptom, evidence = subject.verdict.symptom, subject.verdict.evidence
     text = outcome.output[-20000:]
+    plain = symptom not in ("timeout", "process-death") and render_short(_on_its_lane(subject)) is not None
+    if plain:
+        code = None if outcome.timed_out else outcome.returncode
+        return short_mismatch(_on_its_lane(subject), code, text, outcome.memory_exceeded) is None
     if symptom in ("timeout", "process-death"):
         cause = cause_of(symptom, evidence)
         if symptom == "timeout":

@@ -47,6 +47,7 @@ from symfuzz.corpus.deaths import DeathPlace, place_of
 from symfuzz.corpus.deaths import failure_id as death_failure_id
 from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.corpus.replay import ScriptRunner
+from symfuzz.corpus.short_repro import JUDGE_NAME
 from symfuzz.minifier.warm_queries import WarmPool, WarmRunner
 from symfuzz.oracles.verdict import OUT_OF_MEMORY
 from symfuzz.corpus.replay import result_line as parse_result
@@ -509,6 +510,15 @@ class Driver:
         write_json(self.out_dir / "best.json", {"kind": result.best.kind, "subject": result.best.to_json()})
         write_text(self.repro_path, self._repro_text(result))
         os.chmod(self.repro_path, 0o755)
+        judge = self.repro_path.with_name(JUDGE_NAME)
+        check = result.repro_check
+        if check is not None and check["same_bug"] and check["short"]:
+            # Beside the short repro, the judged script (float64 reference, signature): it decides.
+            judge_script = getattr(result.best, "judge_script", result.best.query_script)
+            write_text(judge, judge_script())
+            os.chmod(judge, 0o755)
+        elif judge.exists():
+            judge.unlink()  # an earlier save's: repro.py is the judged script itself now
         write_json(self.out_dir / "report.json", result.report())
 
     @staticmethod

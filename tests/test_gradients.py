@@ -183,14 +183,15 @@ def test_the_short_repro_takes_and_judges_gradients_like_the_campaign(tmp_path):
 
     subject = _grad_subject()
     text = render_compact(subject)
-    assert "make_input((3, 4), torch.float32, 1).requires_grad_()" in text
-    assert "input_gradients(expected," in text and "name_gradient(compare(" in text
+    assert "randn((3, 4), torch.float32, 1).requires_grad_()" in text
+    assert "expected_grads = gradients(expected," in text and "def gradients(" in text
     path = tmp_path / "repro.py"
     path.write_text(text)
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "c")})
     assert proc.returncode == 0 and "compiled matches eager at every call" in proc.stdout, proc.stderr[-2000:]
-    failed = QueryOutcome(1, None, "AssertionError: gradient-mismatch at call 1: out[2][0]: made up", 1.0)
+    failed = QueryOutcome(1, None, "Traceback (most recent call last):\n    check(...)\n"
+                                   "AssertionError: call 1: gradients [0]: Tensor-likes are not close!", 1.0)
     assert compact_matches(subject, failed)
     (forward_only,) = passes.drop_backward(subject)
     text = render_compact(forward_only)
