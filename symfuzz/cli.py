@@ -30,6 +30,7 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
 from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
 from symfuzz.oracles.lanes.lane import LANES, get_lane
+from symfuzz.issue_report import IssueError, issue_report
 from symfuzz.report import load_run, write_reports
 from symfuzz.resume import OutFolderError
 
@@ -458,10 +459,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="classify the merged findings against this Python (see fuzz --reference-python)")
     merge.add_argument("--reference-timeout", type=duration, default=600.0, help="per repro (default 10m)")
 
-    report = sub.add_parser("report", help="write JUnit XML, a Markdown summary and an HTML page for a run",
+    report = sub.add_parser("report", help="write JUnit XML, a Markdown summary and an HTML page for a run; "
+                                           "or, with --issue, print one finding as an upstream bug report",
                             epilog=REPORT_EXIT_CODES, formatter_class=HelpFormatter)
-    report.add_argument("out", type=Path, help="a campaign's (or a merge's) output folder")
+    report.add_argument("out", type=Path, nargs="?", help="a campaign's (or a merge's) output folder")
     report.add_argument("--dest", type=Path, default=None, help="where the reports go (default OUT/report)")
+    report.add_argument("--issue", type=Path, default=None, metavar="FINDING",
+                        help="print this finding (its folder or finding.json) as a Markdown bug report to paste "
+                             "upstream: title, the short script, expected and actual, the layer at fault, versions")
 
     add_opcheck_parser(sub, duration)
     return parser
@@ -988,6 +993,16 @@ def _missing_shards(stats: dict) -> list[str]:
 
 
 def cmd_report(args) -> int:
+    if args.issue is not None:
+        if args.out is not None or args.dest is not None:
+            raise UsageError("--issue prints one finding: give it alone, without an output folder or --dest")
+        try:
+            print(issue_report(args.issue), end="")
+        except IssueError as exc:
+            raise UsageError(str(exc)) from None
+        return EXIT_OK
+    if args.out is None:
+        raise UsageError("give a campaign's output folder (or --issue FINDING)")
     if not (args.out / "stats.json").exists():
         raise UsageError(f"{args.out} is not a symfuzz output folder (no stats.json)")
     try:

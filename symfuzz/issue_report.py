@@ -1,0 +1,106 @@
+"""`symfuzz report --issue FINDING`: one finding as an upstream bug report, in Markdown.
+
+What a PyTorch issue needs, in the order a maintainer reads it: a title that says
+what goes wrong, the short script (the minified one when there is one), what was
+expected and what happened, the versions, and which layer of the compiler is at
+fault. The machinery (the full judge, the signature) is named last.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from symfuzz.corpus.finding import Finding, FindingFormatError, read_finding
+from symfuzz.corpus.scripts import render_repro
+from symfuzz.corpus.short_repro import JUDGE_NAME, render_short, what_was_seen
+from symfuzz.fuzz.case import Case
+
+# What each symptom means to a reader of the issue: (what compiled does, what was expected).
+_SYMPTOMS = {
+    "value-mismatch": ("returns wrong values", "the compiled function returns what eager returns"),
+    "metadata-mismatch": ("returns a result of the wrong shape, dtype or structure",
+                          "the compiled function returns what eager returns"),
+    "gradient-mismatch": ("computes wrong gradients", "the compiled backward gives eager's gradients"),
+    "crash": ("raises where eager runs", "the compiled function runs as eager does"),
+    "accepts-invalid": ("returns a result where eager raises", "the compiled function raises as eager does"),
+    "unsound-guard": ("reuses a graph compiled for other shapes, which is wrong for this call",
+                      "a call that reuses a cached graph gets what a fresh compile gives"),
+    "over-specialization": ("specializes a dim marked dynamic", "the marked dim stays dynamic"),
+    "excess-recompiles": ("recompiles at a call its guards admit", "the call reuses the cached graph"),
+    "unsound-recompile": ("recompiles at a call a cached graph's guards accept", "the call reuses that graph"),
+    "fake-real-mismatch": ("traces metadata (a fake tensor's) that differs from the real result",
+                           "fake tensors' sizes, strides and dtypes match eager's"),
+    "process-death": ("kills the process", "the compiled function runs as eager does"),
+    "timeout": ("hangs", "the compiled function returns in about eager's time"),
+}
+
+
+# The cheaper lanes triage runs a finding on, as a reader of the issue knows them.
+_LANE_WORDS = {"eager": "backend='eager' (Dynamo alone)", "aot_eager": "backend='aot_eager' (Dynamo and AOTAutograd)"}
+
+
+class IssueError(ValueError):
+    """The path is not a finding that can be reported (one line for the user)."""
+
+
+def issue_report(path) -> str:
+    """The Markdown report of the finding at ``path`` (its folder or its finding.json)."""
+    path = Path(path)
+    file = path / "finding.json" if path.is_dir() else path
+    if not file.exists():
+        raise IssueError(f"{path} is not a finding (no finding.json there)")
+    try:
+        finding = read_finding(file)
+        case = Case.from_json(finding.case)
+    except (FindingFormatError, ValueError, KeyError, TypeError) as exc:
+        raise IssueError(f"{file} cannot be read as a finding: {exc}") from None
+    folder = file.parent
+    script, which = _script(finding, folder)
+    verdict, lane, env = finding.verdict, finding.lane, finding.environment
+    does, expected = _SYMPTOMS.get(verdict.symptom, (verdict.symptom, "compiled agrees with eager"))
+    dynamic = {True: "dynamic=True", False: "dynamic=False", None: "automatic dynamic shapes"}.get(
+        case.schedule.dynamic, "")
+    error = getattr(verdict.evidence, "error", None)
+    if verdict.symptom == "crash" and isinstance(error, dict) and error.get("type"):
+        does = f"raises {str(error['type']).rsplit('.', 1)[-1]} where eager runs"
+    title = f"torch.compile (backend={lane.get('backend')}, {dynamic}, {lane.get('device', 'cpu')}) {does}"
+    seen = what_was_seen(verdict, case) or verdict.symptom
+    lines = [f"### {title}", "",
+             f"The script below ({which}) needs only torch. It exits 1 while the bug is present, 0 once it is fixed.",
+             "", "```python", script.rstrip(), "```", "",
+             f"**Expected:** {expected}.", "", f"**Actual:** {seen}", "",
+             f"**Layer at fault:** {_layer(finding)}", "",
+             "**Versions:** " + ", ".join(f"{name} {env[key]}" for name, key in (
+                 ("torch", "torch"), ("git", "torch_git"), ("triton", "triton"), ("Python", "python"),
+                 ("on", "platform")) if env.get(key)), "",
+             f"<sub>Found by symfuzz (finding {verdict.signature}, lane {lane.get('name')}); "
+             f"its full judge, with a float64 reference for rounding, is {JUDGE_NAME} beside repro.py.</sub>"]
+    return "\n".join(lines) + "\n"
+
+
+def _script(finding: Finding, folder: Path) -> tuple[str, str]:
+    """(the script a reader should run, what it is): the minified short repro, the finding's short
+    repro.py (a short repro.py has judge.py beside it), else one rendered from the finding's JSON
+    (a folder written by an older symfuzz, or a finding.json alone)."""
+    for where, which in ((folder / "minified", "minified by symfuzz"), (folder, "symfuzz's repro")):
+        if (where / "repro.py").is_file() and (where / JUDGE_NAME).is_file():
+            return (where / "repro.py").read_text(errors="replace"), which
+    short = render_short(finding)
+    if short is not None:
+        return short, "symfuzz's repro, written from the finding: run it to see that it fails"
+    return render_repro(finding), "symfuzz's judged repro: it prints what it compares"
+
+
+def _layer(finding: Finding) -> str:
+    """Which compiler layer is at fault, from the finding's triage (the same case on cheaper lanes)."""
+    triage = finding.triage or {}
+    stage = triage.get("stage") or finding.verdict.stage
+    lanes = triage.get("lanes") or {}
+    passed = sorted(_LANE_WORDS.get(name, name) for name, result in lanes.items() if result == "pass")
+    failed = sorted(_LANE_WORDS.get(name, name) for name, result in lanes.items() if result != "pass")
+    why = []
+    if passed:
+        why.append(f"the same program passes on {' and '.join(passed)}")
+    if failed:
+        why.append(f"it fails with {' and '.join(failed)} too")
+    return f"{stage}" + (f" ({'; '.join(why)})" if why else "")
