@@ -312,21 +312,26 @@ def _main_script(head: str, body: str, helpers: Helpers) -> str:
 
 
 def render_snippet(title: str, body: str, *, about: str = "", imports: Iterable[str] = (),
-                   helpers: Iterable[tuple] = ((RUNTIME, ("make_input",)),)) -> str:
+                   helpers: Iterable[tuple] = ((RUNTIME, ("make_input",)),), shared: Optional[str] = None) -> str:
     """A script that reads as the bug: the head (title, imports, what registers the op), then
-    ``body``, the failing input and what fails, as ``main()``; the ``helpers`` ((module, names)
-    to inline, ``Helpers.pieces``) come after it, where a reader need not go. ``main()`` runs
-    last, once everything is defined, with stack dumps on."""
+    ``body``, the failing input and what fails, as ``main()``; ``main()`` runs last, with stack
+    dumps on. The ``helpers`` ((module, names), ``Helpers.pieces``) are imported from the module
+    ``shared``, a file written beside the script (opcheck/snippet_files.py), or else pasted after
+    ``main()``, where a reader need not go."""
+    about = about or "The failing input and what fails come first, in main(); the helpers come after it."
+    main = "def main():\n" + textwrap.indent(body.strip("\n"), "    ") + "\n"
+    run = '\n\nif __name__ == "__main__":\n' + textwrap.indent("\n".join(STACK_DUMP_LINES), "    ") + "\n    main()\n"
+    failing = "# ---------------------------------------------------------------- the failing input, and what fails\n"
+    if shared is not None:
+        names = sorted({name for _, pieces in helpers for name in pieces})
+        head = prelude(title, about, imports=["import os", *imports], stack_dumps=False)
+        return (head + f"sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # {shared}.py is beside it\n"
+                + f"from {shared} import {', '.join(names)}\n\n" + failing + main + run)
     pasted = Helpers()
     for module, names in helpers:
         pasted.pieces(module, names)
-    head = prelude(title, about or "The failing input and what fails come first, in main(); the helpers inlined from "
-                   "symfuzz come after it.", imports=imports, stack_dumps=False)
-    main = "def main():\n" + textwrap.indent(body.strip("\n"), "    ") + "\n"
-    return (head + "\n"
-            "# ---------------------------------------------------------------- the failing input, and what fails\n"
-            + main + "\n\n" + _helpers_section(pasted, head) + '\n\nif __name__ == "__main__":\n'
-            + textwrap.indent("\n".join(STACK_DUMP_LINES), "    ") + "\n    main()\n")
+    head = prelude(title, about, imports=imports, stack_dumps=False)
+    return head + "\n" + failing + main + "\n\n" + _helpers_section(pasted, head) + run
 
 
 # ---------------------------------------------------------------- fuzz findings: the judged repro

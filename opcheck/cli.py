@@ -25,6 +25,7 @@ from pathlib import Path
 from symfuzz.opcheck.checklist import CHECKS, SPECS, check_names
 from symfuzz.opcheck.contracts import parse_fixed
 from symfuzz.opcheck.runner import ChildImportError, Task, run_ops
+from symfuzz.opcheck.snippet_files import write_snippet
 from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNJUDGED = 0, 1, 2, 3
@@ -294,8 +295,4 @@ _MARK = {"passed": "ok", "failed": "FAIL", "xfailed": "xfail", "xpassed": "XPASS
 
 
 def _write_repro(directory: Path, op: str, failure) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    safe = op.replace("::", "__").replace(".", "_")
-    path = directory / f"{safe}__{failure.check}.py"
-    path.write_text(failure.repro)
-    return path
+    return write_snippet(directory, op, failure.check, failure.repro)

@@ -47,6 +47,7 @@ import pytest
 
 from symfuzz.corpus.inductor_cache import probe_in_background
 from symfuzz.opcheck.checklist import CHECKS, INDUCTOR_DYNAMIC, check_names
+from symfuzz.opcheck.snippet_files import snippet_path, write_snippet
 from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
 
 # Seconds per op, a hard limit over all its checks. Most ops finish in a few seconds, stopping
@@ -668,13 +669,11 @@ class OpcheckSession:
         directory = self.config.rootpath / REPRO_DIR
         for op, report in reports.items():
             for check, result in report.results.items():
-                path = directory / f"{_filename(op)}__{check}.py"
                 failure = next((f for f in result.failures if f.repro), None)
                 if failure is not None:
-                    directory.mkdir(parents=True, exist_ok=True)
-                    path.write_text(failure.repro.rstrip("\n") + "\n")
+                    write_snippet(directory, op, check, failure.repro)
                 elif result.status == "passed":
-                    path.unlink(missing_ok=True)
+                    snippet_path(directory, op, check).unlink(missing_ok=True)
 
     # ---------------------------------------------------------- summary
 
@@ -737,7 +736,7 @@ class OpcheckSession:
                     for line in f.message.strip().splitlines()[:6]:
                         tr.write_line(f"  {line}")
                     if f.repro:
-                        repro = self.config.rootpath / REPRO_DIR / f"{_filename(o.op)}__{o.check}.py"
+                        repro = snippet_path(self.config.rootpath / REPRO_DIR, o.op, o.check)
                         tr.write_line(f"  repro: {self._shown(repro)}")
             elif o.outcome == "xpassed" and self.settings.accept:
                 tr.write_line(f"accepted as passing: {o.op} {o.check} (the store expected a failure)", bold=True)
@@ -784,6 +783,3 @@ def _fresh_line(tr):
         tr.line("")
 
 
-def _filename(op):
-    """"ns::name.overload" -> "ns__name.overload": the repro file's stem."""
-    return op.replace("::", "__")

@@ -1,17 +1,18 @@
 """Repro snippets: short torch-only scripts that show one check's failure.
 
 Rendered by ``corpus.scripts.render_snippet``, like every symfuzz script:
-the one prelude, then ``make_input`` (inlined from ``fuzz/script_runtime.py``)
-to rebuild the failing input, then the one thing that failed. Each snippet
+the one prelude, then the failing input rebuilt (``make_input``) and the one
+thing that failed; what they do around it comes from the helpers file written
+beside them (``opcheck/snippet_files.py``). Each snippet
 imports the module that registers the op (when we can tell which), from the
 folder this process imported it from, so it runs from any folder; when that
 import or the op's lookup fails it prints "could not run: ..." and exits 2,
 apart from 1 (an exception: the bug reproduced) and 0 (it passed). The
-Inductor check's snippet also inlines the check's own run
+Inductor check's snippet also uses the check's own run
 (``opcheck.checks.compile.run_collecting``, ``float64_inputs``) and the
 judging function (``script_runtime.compare``), so it agrees with the check;
 so do the snippets of the mutation, fake_device and layout_consistency
-checks, with their own pieces (``_HELPERS``).
+checks, with their own pieces (``snippet_files.CHECK_PIECES``).
 """
 
 from __future__ import annotations
@@ -20,24 +21,14 @@ import sys
 
 import torch
 
-from symfuzz.corpus.scripts import EXIT_INVALID, RUNTIME, render_snippet
+from symfuzz.corpus.scripts import EXIT_INVALID, render_snippet
 from symfuzz.opcheck.checklist import (AOT_DISPATCH_DYNAMIC, AUTOGRAD_REGISTRATION, BY_NAME, FAKE_DEVICE, FAKETENSOR,
                                        GRADIENT, INDUCTOR_DYNAMIC, LAYOUT_CONSISTENCY, MUTATION, NO_GRADS, SCHEMA,
                                        SYMBOLIC_FAKE)
 from symfuzz.opcheck.inputs import Case
 from symfuzz.opcheck.provenance import import_root, registering_modules
+from symfuzz.opcheck.snippet_files import ALWAYS, CHECK_PIECES, SHARED
 
-# Where the Inductor check's own run lives (its snippet inlines it).
-_INDUCTOR_CHECK = "symfuzz.opcheck.checks.compile"
-
-# The project code a check's snippet inlines (its own pieces, so that the snippet
-# judges as the check did), beyond make_input, which every snippet has.
-_HELPERS = {
-    INDUCTOR_DYNAMIC.name: [(RUNTIME, ["compare"]), (_INDUCTOR_CHECK, ["run_collecting", "float64_inputs"])],
-    MUTATION.name: [("symfuzz.opcheck.checks.mutation", ["storage_bytes", "view_bytes"])],
-    FAKE_DEVICE.name: [("symfuzz.opcheck.checks.device", ["strided_like", "NEEDS_SHAPE_ENV"])],
-    LAYOUT_CONSISTENCY.name: [(RUNTIME, ["compare"]), ("symfuzz.opcheck.checks.layout", ["run_laid_out"])],
-}
 # The checks whose snippet needs to know which inputs the op may write to (MUTABLE).
 _NEEDS_MUTABLE = (INDUCTOR_DYNAMIC.name, MUTATION.name, LAYOUT_CONSISTENCY.name)
 
@@ -97,9 +88,6 @@ def _import_root(module: str) -> str | None:
     return import_root(module, file) if file else None
 
 
-_LOADERS = ("symfuzz.opcheck.snippet_runtime", ["import_registering", "lookup_op"])
-
-
 def _load_op(op, module: str | None) -> str:
     """main()'s first lines: load the module that registers the op (from the folder it was
     imported from here too, so the snippet runs from any folder without PYTHONPATH), then
@@ -121,7 +109,7 @@ def _snippet(op, case: Case, body: str, what: str, *, helpers=(), **inputs_optio
     code = "\n".join([_load_op(op, module), inputs_source(case, **inputs_options),
                       "args, kwargs = inputs()", "", body.strip()])
     return render_snippet(f"symfuzz opcheck repro: {what} of {ns}::{name}.", code, about=_ABOUT,
-                          helpers=[(RUNTIME, ["make_input"]), _LOADERS, *helpers])
+                          helpers=[*ALWAYS, *helpers], shared=SHARED)
 
 
 def render(check: str, kind: str, op, case: Case, *, grads=frozenset()) -> str:
@@ -135,7 +123,7 @@ def render(check: str, kind: str, op, case: Case, *, grads=frozenset()) -> str:
     if check in _NEEDS_MUTABLE:
         mutable = sorted(n for n, slot in enumerate(case.template.slots) if slot.mutable)
         body = f"MUTABLE = {mutable!r}  # the inputs the schema lets the op write to\n" + body
-    return _snippet(op, case, body, f"{check} ({kind})", helpers=_HELPERS.get(check, []), **options)
+    return _snippet(op, case, body, f"{check} ({kind})", helpers=CHECK_PIECES.get(check, ()), **options)
 
 
 def _schema(kind):

@@ -1,4 +1,5 @@
-"""Run repro snippets (standalone scripts) in one fresh process, each as a script of its own."""
+"""Run repro snippets (standalone scripts, with the helpers file opcheck writes beside them) in one
+fresh process, each as a script of its own."""
 
 import json
 import os
@@ -7,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from symfuzz.opcheck.snippet_files import SHARED, shared_source
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _RUNNER = textwrap.dedent("""
@@ -14,7 +17,7 @@ _RUNNER = textwrap.dedent("""
     results = []
     for path in json.load(open(sys.argv[1])):
         try:
-            exec(compile(open(path).read(), path, "exec"), {"__name__": "__main__"})
+            exec(compile(open(path).read(), path, "exec"), {"__name__": "__main__", "__file__": path})
             results.append([path, "passed", ""])
         except SystemExit as exc:
             results.append([path, "exit", str(exc.code)])
@@ -28,6 +31,7 @@ def run_snippets(tmp_path, snippets: dict) -> dict:
     """{name: (status, why)} for {name: script text}. status: "passed"; "raised", with
     why "ExceptionType: message"; or "exit", with why the exit code."""
     paths = []
+    (tmp_path / f"{SHARED}.py").write_text(shared_source())  # the helpers opcheck writes beside its snippets
     for name, text in snippets.items():
         path = tmp_path / f"{name}.py"
         path.write_text(text)

@@ -124,8 +124,9 @@ def _snippet(tmp_path, monkeypatch, capsys):
     return text
 
 
-def _exec(text, monkeypatch, *, forget_library=True):
-    """Run a snippet in this process (torch is imported already, so it is quick); its exit code.
+def _exec(text, monkeypatch, where, *, forget_library=True):
+    """Run a snippet in this process (torch is imported already, so it is quick), as the file ``where``
+    (beside the helpers file symfuzz wrote); its exit code.
     forget_library: as in a fresh process, opcheck_ops is neither imported nor on sys.path."""
     with monkeypatch.context() as patch:  # undone on return: the module is registered in this process
         if forget_library:
@@ -133,7 +134,7 @@ def _exec(text, monkeypatch, *, forget_library=True):
             for name in [m for m in sys.modules if m == "opcheck_ops" or m.startswith("opcheck_ops.")]:
                 patch.delitem(sys.modules, name)
         try:
-            exec(compile(text, "snippet.py", "exec"), {"__name__": "__main__"})
+            exec(compile(text, str(where), "exec"), {"__name__": "__main__", "__file__": str(where)})
         except SystemExit as exc:
             return exc.code
         return 0
@@ -145,14 +146,14 @@ def test_repro_snippet_that_cannot_load_its_op_says_so_and_exits_2(tmp_path, mon
     text = _snippet(tmp_path, monkeypatch, capsys)
     tests_dir = str(ROOT / "tests")
     moved = text.replace(repr(tests_dir), repr(str(tmp_path / "moved_away")))
-    assert _exec(moved, monkeypatch) == 2
+    assert _exec(moved, monkeypatch, tmp_path / "repros" / SNIPPET) == 2
     _, err = capsys.readouterr()
     assert err.strip().splitlines() == [
         "could not run: cannot import opcheck_ops.buggy (ModuleNotFoundError: No module named 'opcheck_ops'); set "
         f"PYTHONPATH to the folder it imports from (it was {tmp_path / 'moved_away'} when this snippet was written)"]
     renamed = text.replace("'symfuzz_buggy::half_cols.default'", "'symfuzz_buggy::half_cols_gone.default'")
     assert renamed != text
-    assert _exec(renamed, monkeypatch, forget_library=False) == 2  # it imports; the op is gone
+    assert _exec(renamed, monkeypatch, tmp_path / "repros" / SNIPPET, forget_library=False) == 2  # the op is gone
     _, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
@@ -166,13 +167,14 @@ def test_repro_snippet_stands_alone_from_an_unrelated_folder(tmp_path, monkeypat
     """Run from an unrelated folder without PYTHONPATH, the snippet finds the op library where
     it was imported from and shows the bug: exit 1. Moved away: exit 2 with one line."""
     text = _snippet(tmp_path, monkeypatch, capsys)
-    (tmp_path / "moved.py").write_text(text.replace(repr(str(ROOT / "tests")), repr(str(tmp_path / "moved_away"))))
+    moved = tmp_path / "repros" / "moved.py"  # beside the helpers file, as every snippet is written
+    moved.write_text(text.replace(repr(str(ROOT / "tests")), repr(str(tmp_path / "moved_away"))))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     procs = {name: subprocess.Popen([sys.executable, str(path)], cwd=elsewhere, env=env, text=True,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for name, path in (("found", tmp_path / "repros" / SNIPPET), ("moved", tmp_path / "moved.py"))}
+             for name, path in (("found", tmp_path / "repros" / SNIPPET), ("moved", moved))}
     done = {name: (p.wait(300), *p.communicate()) for name, p in procs.items()}
     code, out, err = done["found"]
     assert code == 1 and "AssertionError: fake kernel disagrees with the real one" in err, err[-2000:]

@@ -111,6 +111,7 @@ def test_stage_two_runs_the_checks_from_a_calls_file(capsys, tmp_path):
         "symfuzz_buggy__half_cols__faketensor.py",
         "symfuzz_buggy__row_sum__faketensor.py",  # int32 rows sum to int64; its fake keeps int32 (the dtype sweep)
         "symfuzz_buggy__row_sum__symbolic_fake.py",
+        "symfuzz_snippet_helpers.py",  # what they import, written beside them
     ]
 
 
