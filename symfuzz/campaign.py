@@ -58,6 +58,7 @@ from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdic
 from symfuzz.progress import Progress
 from symfuzz.report import throughput
 from symfuzz.resume import check_out_folder, write_state
+from symfuzz.stats_schema import section as stats_section
 from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
 
 
@@ -273,39 +274,15 @@ class Stats:
             "budget_seconds": self.config.budget,
             "wall_seconds": round(wall, 2),
             "environment": environment(),
-            "programs": {
-                "generated": c["programs_generated"],
-                "valid": c["programs_valid"],
-                "compiled": c["programs_compiled"],
-                "called": c["programs_called"],
-                "validity_rate": round(c["programs_valid"] / generated, 4),
-                "internal_errors": c["internal_errors"],
-                "with_gradients": c["programs_with_gradients"],
-                "with_scalar_inputs": c["programs_with_scalar_inputs"],
-                "with_modules": c["programs_with_modules"],
-            },
-            "calls": {"made": c["calls"], "checked": c["calls_checked"], "recompiles": c["recompiles"],
-                      "graphs_compiled": c["graphs_compiled"],
-                      "checked_per_compile": round(c["calls_checked"] / c["graphs_compiled"], 3) if c["graphs_compiled"] else 0,
-                      "rejected_by_marks": c["rejected_calls"],
-                      "gradients_checked": c["gradient_calls_checked"],
-                      "graphs_compiled_per_call": dict(self.graphs_per_call)},
-            "guards": {
-                "programs_with_guards": c["programs_with_guards"],
-                "regions": c["guard_regions"],
-                "regions_covered": c["guard_regions_covered"],
+            "programs": stats_section("programs", c, {"validity_rate": round(c["programs_valid"] / generated, 4)}),
+            "calls": stats_section("calls", c, {
+                "checked_per_compile": round(c["calls_checked"] / c["graphs_compiled"], 3) if c["graphs_compiled"] else 0,
+                "graphs_compiled_per_call": dict(self.graphs_per_call)}),
+            "guards": stats_section("guards", c, {
                 "coverage": round(c["guard_regions_covered"] / c["guard_regions"], 4) if c["guard_regions"] else 0,
                 "planned_calls": dict(self.planned),
-                "planned_reuse_calls_reused": c["planned_reused"],
-                "reuse_more_calls_reused": c["reuse_more_reused"],
-                "over_specializations": c["over_specializations"],
-                "over_guards": c["over_guards"],
-                "unexplained_recompiles": c["unexplained_recompiles"],
-                "recompiles_explained": c["recompiles_explained"],
-                "recompiles_unexplained": c["recompiles_unexplained"],
                 "recompile_classes": {k[len(RECOMPILE_PREFIX):]: v for k, v in sorted(c.items())
-                                      if k.startswith(RECOMPILE_PREFIX)},
-            },
+                                      if k.startswith(RECOMPILE_PREFIX)}}),
             "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
             "findings": extra,
             "time_seconds": {k: round(v, 2) for k, v in tracked.items()},

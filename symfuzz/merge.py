@@ -56,6 +56,7 @@ from typing import Any
 
 from symfuzz.corpus.atomic import write_json, write_text
 from symfuzz.report import stats_problem, throughput
+from symfuzz.stats_schema import RATIO, SECTIONS, keys_of, summed
 
 MARKER = "merged.json"
 STORES = ("findings", "flaky", "unconfirmed", "suspect")  # one folder per signature, each
@@ -323,17 +324,8 @@ def _merge_corpus(sources: list[Source], build: Path) -> None:
 
 # ------------------------------------------------------------------ stats.json
 
-# Sections whose numbers add up across sources (a dict value: its keys add up too).
-_SUMMED = {
-    "programs": ("generated", "valid", "compiled", "called", "internal_errors", "with_gradients", "with_scalar_inputs",
-                 "with_modules"),
-    "calls": ("made", "checked", "recompiles", "graphs_compiled", "rejected_by_marks", "graphs_compiled_per_call",
-              "gradients_checked"),
-    "guards": ("programs_with_guards", "regions", "regions_covered", "planned_calls", "planned_reuse_calls_reused",
-               "reuse_more_calls_reused",
-               "over_specializations", "over_guards", "unexplained_recompiles", "recompiles_explained",
-               "recompiles_unexplained", "recompile_classes"),
-}
+# Sections whose numbers add up across sources (a dict value: its keys add up too): stats_schema's.
+_SUMMED = {name: summed(name) for name in SECTIONS}
 # Keys whose value is one setting of the run: kept when the sources agree.
 _SETTINGS = ("jobs", "budget_seconds", "executor")
 
@@ -480,7 +472,7 @@ def _merge_replay(replays: list, notes: list[str]) -> dict:
 
 def _sum_section(section: str, keys: tuple, sources: list[Source], notes: list[str]) -> dict:
     out: dict[str, Any] = {}
-    derived = {"validity_rate", "checked_per_compile", "coverage"}  # recomputed by the caller
+    derived = set(keys_of(section, RATIO))  # recomputed by the caller
     for key in keys:
         values = [(s.stats.get(section) or {}).get(key) for s in sources]
         values = [v for v in values if v is not None]

@@ -26,6 +26,7 @@ from typing import Optional
 from symfuzz.corpus.atomic import write_text
 from symfuzz.corpus.finding import read_finding
 from symfuzz.report_html import render_html
+from symfuzz.stats_schema import COUNTS, SECTIONS, keys_of
 
 REPORT_DIR = "report"
 REPRO_LINES = 25  # a finding's program beyond this is cut: the whole script is in repro.py
@@ -180,10 +181,9 @@ STATS_TYPES = {
 }
 # Inside a section: the values are counts (numbers) unless named here; None: any value.
 SECTION_TYPES = {
-    "programs": ({}, _NUMBER), "ops": ({}, _NUMBER), "time_seconds": ({}, _NUMBER), "time_share": ({}, _NUMBER),
-    "throughput": ({}, _NUMBER),
-    "calls": ({"graphs_compiled_per_call": dict}, _NUMBER),
-    "guards": ({"planned_calls": dict, "recompile_classes": dict}, _NUMBER),
+    # The counted sections (stats_schema): numbers, and objects of counts.
+    **{name: ({key: dict for key in keys_of(name, COUNTS)}, _NUMBER) for name in SECTIONS},
+    "ops": ({}, _NUMBER), "time_seconds": ({}, _NUMBER), "time_share": ({}, _NUMBER), "throughput": ({}, _NUMBER),
     "findings": ({"signatures": list, "minified": dict, "interrupted": bool, "interrupted_by": str}, _NUMBER),
     "replay": ({"signatures": list}, _NUMBER),
     "health": ({"problems": list, "internal_error_causes": list}, None),
