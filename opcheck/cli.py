@@ -24,6 +24,7 @@ from pathlib import Path
 
 from symfuzz.opcheck.checklist import CHECKS, SPECS, check_names
 from symfuzz.opcheck.contracts import parse_fixed
+from symfuzz.opcheck.outcomes import FAILING, internal_errors, judge, store_results
 from symfuzz.opcheck.runner import ChildImportError, Task, run_ops
 from symfuzz.opcheck.snippet_files import write_snippet
 from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
@@ -239,25 +240,17 @@ def _ops_in_namespace(ns: str) -> list[str]:
 
 def _summarize(reports, store, args, apply_results) -> int:
     expected = store if store is not None else XfailStore("(no store: every failure is unexpected)")
+    outcomes = judge({r.op: r for r in reports if not r.error}, expected)
     unexpected = 0
-    results = []
     print()
     for report in reports:
         if report.error:
             print(f"ERROR {report.op}: {report.error}")
             unexpected += 1
             continue
-        marks = []
-        for name, result in report.results.items():
-            outcome = expected.outcome(report.op, name, result.status)
-            if result.status != "skipped":
-                failure = result.failures[0] if result.failures else None
-                results.append((report.op, name, result.passed,
-                                f"[{failure.kind}] {failure.message.strip()}" if failure else ""))
-            marks.append(f"{name} {_MARK[outcome]}")
-            if outcome in ("failed", "xpassed"):
-                unexpected += 1
-        print(f"{report.op}: " + ", ".join(marks) + f"  ({report.seconds:.1f}s)")
+        mine = [o for o in outcomes if o.op == report.op]
+        unexpected += sum(o.outcome in FAILING for o in mine)
+        print(f"{report.op}: " + ", ".join(f"{o.check} {_MARK[o.outcome]}" for o in mine) + f"  ({report.seconds:.1f}s)")
         for line in dict.fromkeys(report.info):  # notes on the op (not differentiable, ...): never a failure
             print(f"  info: {line}")
         for failure in report.failures:
@@ -272,16 +265,16 @@ def _summarize(reports, store, args, apply_results) -> int:
         for result in report.results.values():
             for note in result.notes[:3]:
                 print(f"  note {result.check}: {note}")
-    internal = [(r.op, line) for r in reports for line in r.internal_errors()]
-    for op, line in internal:
-        print(f"INTERNAL ERROR of symfuzz, checking {op}: {line}")
+    internal = internal_errors(reports)
+    for error in internal:
+        print(f"INTERNAL ERROR of symfuzz, checking {error.op}: {error.line}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps([r.to_json() for r in reports], indent=2) + "\n")
     if args.accept:
         before = store.to_text()
         try:
-            after = apply_results(str(args.store), results)
+            after = apply_results(str(args.store), store_results(outcomes))
         except StoreError as exc:  # changed under us since _validate read it: left as it is
             raise OpcheckUsage(f"--store: {exc}; not rewritten") from None
         print(f"\nstore {args.store}: " + ("updated" if after.to_text() != before else "unchanged"))

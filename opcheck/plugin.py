@@ -47,6 +47,7 @@ import pytest
 
 from symfuzz.corpus.inductor_cache import probe_in_background
 from symfuzz.opcheck.checklist import CHECKS, INDUCTOR_DYNAMIC, check_names
+from symfuzz.opcheck.outcomes import FAILING, internal_errors, judge, store_results
 from symfuzz.opcheck.snippet_files import snippet_path, write_snippet
 from symfuzz.opcheck.store import StoreError, XfailStore, apply_results, normalize_op
 
@@ -61,7 +62,6 @@ REPRO_DIR = ".symfuzz/opcheck"  # relative to rootdir; one snippet per failing (
 ACCEPT_ENV = ("SYMFUZZ_OPCHECK_ACCEPT", "PYTORCH_OPCHECK_ACCEPT")
 WORKEROUTPUT_KEY = "symfuzz_opcheck"
 _INTERRUPTED = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
-_FAILING = ("failed", "xpassed")
 
 
 def pytest_addoption(parser):
@@ -265,36 +265,6 @@ def merge_reports(reports):
         have.error = have.error or report.error
         have.internal = have.internal or report.internal
     return {op: merged[op] for op in sorted(merged)}
-
-
-@dataclass
-class Outcome:
-    op: str
-    check: str
-    outcome: str  # passed | failed | xfailed | xpassed | skipped
-    result: object  # the merged opcheck.report.CheckResult
-    comment: str = ""  # the store's comment on this (op, check), if any
-
-
-@dataclass
-class InternalError:
-    """symfuzz itself failed on an op (counted in pytest's stats, which other plugins read as report objects)."""
-    op: str
-    line: str
-
-
-def judge(reports, store: XfailStore):
-    """[Outcome] for every (op, check) that has a result, in check order."""
-    out = []
-    for op, report in reports.items():
-        for check in CHECKS:
-            result = report.results.get(check)
-            if result is None:
-                continue
-            _, comment = store.expected(op, check)
-            outcome = store.outcome(op, check, result.status)
-            out.append(Outcome(op, check, outcome, result, comment))
-    return out
 
 
 def _store_changes(before: dict, after: dict):
@@ -623,7 +593,7 @@ class OpcheckSession:
         reports = merge_reports(self.reports)
         self.errors = [r for r in reports.values() if r.error]
         # symfuzz's own errors: counted apart, never a failure of an op nor of the session
-        self.internal_errors = [InternalError(r.op, line) for r in reports.values() for line in r.internal_errors()]
+        self.internal_errors = internal_errors(reports.values())
         out = self.config.pluginmanager.get_plugin("terminalreporter")
         if self.internal_errors and out is not None:
             out.stats.setdefault("opcheck internal error", []).extend(self.internal_errors)
@@ -637,14 +607,7 @@ class OpcheckSession:
             return
         self.outcomes = judge(reports, store)
         if self.settings.accept:
-            results = []
-            for o in self.outcomes:
-                if o.result.status == "skipped":
-                    continue
-                f = o.result.failures[0] if o.result.failures else None
-                # The whole message: the store keeps its headline and the details a headline introduces.
-                message = f"[{f.kind}] {f.message.strip()}" if f else ""
-                results.append((o.op, o.check, o.result.passed, message))
+            results = store_results(self.outcomes)
             before = copy.deepcopy(store.data)
             self.settings.store.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -655,7 +618,7 @@ class OpcheckSession:
                 return
             self.store_changes = _store_changes(before, after.data)
             return  # accept mode: the store now expects this run; opcheck fails nothing
-        unexpected = [o for o in self.outcomes if o.outcome in _FAILING]
+        unexpected = [o for o in self.outcomes if o.outcome in FAILING]
         if unexpected or self.errors:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -714,9 +677,9 @@ class OpcheckSession:
         contracts = {r.op: r.contracts for r in merged}
         info = {r.op: r.info for r in merged}
         for op, outcomes in by_op.items():
-            bad = any(o.outcome in _FAILING for o in outcomes)
+            bad = any(o.outcome in FAILING for o in outcomes)
             verdict = ("accepted" if self.settings.accept else "FAILED") if bad else "ok"
-            marks = ", ".join(f"{o.check} {o.outcome.upper() if o.outcome in _FAILING else o.outcome}"
+            marks = ", ".join(f"{o.check} {o.outcome.upper() if o.outcome in FAILING else o.outcome}"
                               for o in outcomes)
             tr.write_line(f"{op}: {verdict}  [{marks}]", red=bad and not self.settings.accept, green=not bad)
             for line in contracts.get(op, []):
@@ -750,7 +713,7 @@ class OpcheckSession:
                           + (f"{len(changes)} change(s)" if changes else "no changes"))
             for line in changes:
                 tr.write_line(f"  {line}")
-        elif any(o.outcome in _FAILING for o in self.outcomes):
+        elif any(o.outcome in FAILING for o in self.outcomes):
             where = store or "a store (--opcheck-store=PATH)"
             tr.write_line(f"known bugs? record them as expected failures in {where} with --opcheck-accept")
 
