@@ -5,7 +5,7 @@ call's inputs on one line, the marks and flags, one ``torch.compile``, and plain
 checks a reader knows (``torch.testing.assert_close`` at the dtype's tolerance,
 exact equality for integers and bools, the error the compiled call raises). It
 raises while the bug is present (exit 1) and prints a line once it is fixed. Its
-few helpers (``fuzz/plain_runtime.py``) come after the bug.
+few helpers (``fuzz/plain_runtime.py``, a dozen lines) come after the program.
 
 The full judge stays in ``judge.py``, written beside it (``scripts.render_repro``):
 the tolerance table with its float64 reference, rounding's explainer and the
@@ -82,37 +82,35 @@ def render_short(finding, minified: bool = False) -> Optional[str]:
     # fuzz.ir.PRELUDE's imports (math, torch, F), those the program uses
     out += [line for line in PROGRAM_GLOBALS.strip().splitlines()
             if line == "import torch" or f"{line.split()[-1]}." in source]
-    out += [*compile_config_lines({**lane, "config": config}, case.schedule), "",
-            PROGRAM_MARKER, source, "", "",
+    out += [*compile_config_lines({**lane, "config": config}, case.schedule), "", PROGRAM_MARKER, source, "", ""]
+    kinds = {_maker(a) for c in calls for a in c.args if not a.scalar}
+    helpers = Helpers().pieces(PLAIN_RUNTIME, sorted(kinds) + ["check"] + (["gradients"] if grads else []))
+    out += [helpers.text("\n".join(out)).strip("\n"), "", "",
             "CALLS = [  # each call's arguments: tensors from a seeded generator",
-            *(f"    lambda: [{', '.join(_argument(a) for a in call.args)}]," for call in calls), "]", "", "",
-            "def main():", f"    compiled = torch.compile(fn, {compile_args})",
-            "    for i, make in enumerate(CALLS):", "        eager_args, args = make(), make()"]
+            *(f"    lambda: [{', '.join(_argument(a) for a in call.args)}]," for call in calls), "]",
+            f"compiled = torch.compile(fn, {compile_args})",
+            "for i, make in enumerate(CALLS):", "    eager_args, args = make(), make()"]
     for i, call in enumerate(calls):
         marks = mark_lines(call)
         if marks:
-            out += [f"        if i == {i}:", *(f"            {line}" for line in marks)]
+            out += [f"    if i == {i}:", *(f"        {line}" for line in marks)]
     if verdict.symptom == "accepts-invalid":
-        out += ["        try:", "            expected = fn(*eager_args)", "        except Exception as error:",
-                "            compiled(*args)",
-                '            raise AssertionError(f"call {i}: compiled returned where eager raised {error!r}")']
+        out += ["    try:", "        expected = fn(*eager_args)", "    except Exception as error:",
+                "        compiled(*args)",
+                '        raise AssertionError(f"call {i}: compiled returned where eager raised {error!r}")']
     else:
-        out.append("        expected = fn(*eager_args)")
+        out.append("    expected = fn(*eager_args)")
     if grads:
-        out.append("        expected_grads = gradients(expected, [a for a in eager_args if getattr(a, 'requires_grad', False)])")
-    out.append("        actual = compiled(*args)")
+        out.append("    expected_grads = gradients(expected, [a for a in eager_args if getattr(a, 'requires_grad', False)])")
+    out.append("    actual = compiled(*args)")
     if grads:
-        out.append("        actual_grads = gradients(actual, [a for a in args if getattr(a, 'requires_grad', False)])")
-    out.append('        check(f"call {i}: outputs", actual, expected)')
+        out.append("    actual_grads = gradients(actual, [a for a in args if getattr(a, 'requires_grad', False)])")
+    out.append('    check(f"call {i}: outputs", actual, expected)')
     if _writes_in_place(case.program) or str(getattr(verdict.evidence, "path", "")).startswith("out[1]"):
-        out.append('        check(f"call {i}: inputs after the call", args, eager_args)')
+        out.append('    check(f"call {i}: inputs after the call", args, eager_args)')
     if grads:
-        out.append('        check(f"call {i}: gradients", actual_grads, expected_grads)')
-    out += ['    print("compiled matches eager at every call")', "", ""]
-    kinds = {_maker(a) for c in calls for a in c.args if not a.scalar}
-    helpers = Helpers().pieces(PLAIN_RUNTIME, sorted(kinds) + ["check"] + (["gradients"] if grads else []))
-    out += ["# ---------------------------------------------------------------- helpers",
-            helpers.text("\n".join(out)).strip("\n"), "", "", 'if __name__ == "__main__":', "    main()", ""]
+        out.append('    check(f"call {i}: gradients", actual_grads, expected_grads)')
+    out += ['print("compiled matches eager at every call")', ""]
     return "\n".join(out)
 
 
