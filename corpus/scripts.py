@@ -131,8 +131,16 @@ def _binds(node: ast.stmt) -> set[str]:
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def _uses(node: ast.stmt) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+# The names each statement uses, by the statement (the parsed trees are cached and only read, so a
+# statement's names never change; the renderers ask for them once per script otherwise).
+_USES: dict[int, tuple[ast.stmt, frozenset]] = {}
+
+
+def _uses(node: ast.stmt) -> frozenset:
+    known = _USES.get(id(node))
+    if known is None or known[0] is not node:
+        known = _USES[id(node)] = (node, frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)))
+    return known[1]
 
 
 def _is_docstring(node: ast.stmt) -> bool:
@@ -222,6 +230,7 @@ class Helpers:
         return self
 
     def pieces(self, module, names: Iterable[str]) -> "Helpers":
+        names = list(names)
         name, text = _module_source(module)
         lines = text.splitlines()
         statements = [n for n in _parse(text).body if not _is_docstring(n)]
@@ -242,10 +251,12 @@ class Helpers:
             queue += [u for u in _uses(node) if u in defined]
         ordered = sorted(chosen.values(), key=lambda n: n.lineno)
         code = []
+        # The names a project import brings that are needed: used by the chosen code, or asked for
+        # themselves (a module that gathers others' names, as script_runtime gathers fuzz/runtime/'s).
+        needed = set().union(*(_uses(n) for n in ordered)) | set(names)
         for node in ordered:
             if _is_project_import(node):
-                used = set().union(*(_uses(n) for n in ordered))
-                self._resolve(name, node, {a.asname or a.name for a in node.names} & used)
+                self._resolve(name, node, {a.asname or a.name for a in node.names} & needed)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 self._check_import(name, node)
                 line = _segment(lines, node)

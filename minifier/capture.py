@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+# The runtime (fuzz/script_runtime.py, pasted with its parts) that run_capture writes into the capture folder.
+RUNTIME_FILE = "symfuzz_runtime.py"
 # Inputs with more elements than this are regenerated from a seed instead of saved.
 SAVE_VALUES_LIMIT = 1 << 20
 # In accuracy mode, the first calls of each graph are compared with eager.
@@ -96,10 +98,14 @@ def run_capture(script: Path, folder: Path, *, accuracy: bool, timeout: float,
     current directory as ``python script.py`` would be; the records it left."""
     from symfuzz.corpus.inductor_cache import fresh_cache  # parent side only: symfuzz is importable here
     from symfuzz.corpus.replay import ScriptRunner  # parent side only: symfuzz is importable here
+    from symfuzz.corpus.scripts import RUNTIME, Helpers  # parent side only: symfuzz is importable here
 
     script = Path(script).resolve()
     folder = Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
+    # The runtime the child judges with (its compare), pasted as every script carries it: the child
+    # loads it by path, without symfuzz.
+    (folder / RUNTIME_FILE).write_text(Helpers().module(RUNTIME).text())
     extra = {"TORCHINDUCTOR_CACHE_DIR": fresh_cache(folder / "inductor-cache"), "PYTHONHASHSEED": "0"}
     extra.update(env or {})
     argv = [sys.executable, "-c", BOOTSTRAP, str(Path(__file__).resolve()), str(folder),
@@ -220,7 +226,7 @@ class Recorder:
         self.compile_calls = 0
         self.in_compile_call = False
         self.builtin_backends: set = set()
-        self.script_runtime = None  # fuzz/script_runtime.py (its compare judges), loaded by path when comparing
+        self.script_runtime = None  # the pasted runtime (its compare judges), loaded by path when comparing
 
     def write_script_state(self, state: str, **extra) -> None:
         _write_json(self.folder / "script.json", {"state": state, "compile_calls": self.compile_calls,
@@ -324,10 +330,9 @@ class Recorder:
 
     def _script_runtime(self):
         if self.script_runtime is None:
-            # By this file's place, not by import: this half runs in the user's process,
-            # where symfuzz may not be importable. fuzz/ sits beside minifier/ both in a
-            # checkout and installed (symfuzz/fuzz, symfuzz/minifier).
-            path = Path(__file__).resolve().parent.parent / "fuzz" / "script_runtime.py"
+            # By path, not by import: this half runs in the user's process, where symfuzz may not
+            # be importable; run_capture pasted the runtime into the capture folder.
+            path = self.folder / RUNTIME_FILE
             spec = importlib.util.spec_from_file_location("_symfuzz_script_runtime", path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)

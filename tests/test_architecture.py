@@ -18,6 +18,7 @@ UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked inte
 # (most specific prefixes are listed first where layers share a package).
 LAYERS = [
     ("case model", ["symfuzz.fuzz.ir", "symfuzz.fuzz.case", "symfuzz.fuzz.specs", "symfuzz.fuzz.script_runtime",
+                    "symfuzz.fuzz.runtime", "symfuzz.fuzz.plain_runtime",
                     "symfuzz.fuzz.module_runtime", "symfuzz.fuzz.choices"]),
     ("generation", ["symfuzz.fuzz.schedule", "symfuzz.fuzz.generate", "symfuzz.fuzz.drawing", "symfuzz.fuzz.gradients",
                     "symfuzz.fuzz.motifs", "symfuzz.fuzz.size_forms", "symfuzz.fuzz.scalars", "symfuzz.fuzz.modules",

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from symfuzz.corpus.scripts import RUNTIME, Helpers
 from symfuzz.fuzz import script_runtime as rt
+from symfuzz.fuzz.runtime import rounding
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import Input, OpNode, Program
 from symfuzz.oracles.differential import differential_oracle
@@ -389,7 +390,7 @@ def test_no_error_of_the_rounding_check_escapes_compare(monkeypatch):
                 entry.taint = OnAnotherDevice(entry.taint.shape)
         return found
 
-    monkeypatch.setattr(rt, "explain_rounding", on_device)
+    monkeypatch.setattr(rounding, "explain_rounding", on_device)
     explained = []
     diff = rt.compare(eager, compiled, reference, explained)
     assert diff is not None and diff["symptom"] == "value-mismatch" and explained == []
@@ -397,21 +398,24 @@ def test_no_error_of_the_rounding_check_escapes_compare(monkeypatch):
     def broken(*_):
         raise RuntimeError("Expected all tensors to be on the same device, but found cuda:0 and cpu")
 
-    monkeypatch.setattr(rt, "_rounding_reason", broken)
+    monkeypatch.setattr(rounding, "_rounding_reason", broken)
     assert rt.rounding_explains(eager[0], compiled[0], reference()[0]) is None
     diff = rt.compare(eager, compiled, reference, explained)
     assert diff is not None and diff["symptom"] == "value-mismatch" and explained == []
 
 
 def test_pasted_pieces_judge_as_the_runtime_does():
-    """Scripts paste top-level statements of script_runtime by the names they bind: a statement
+    """Scripts paste top-level statements of the runtime's parts by the names they bind: a statement
     that binds none (an augmented assignment, a bare call) would be left out of every script."""
-    tree = ast.parse(Path(rt.__file__).read_text())
-    for node in tree.body[1:]:  # the docstring first
-        assert isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Assign,
-                                 ast.AnnAssign)), f"line {node.lineno}: a statement pasted scripts would drop"
-        if isinstance(node, ast.Assign):
-            assert all(isinstance(t, ast.Name) for t in node.targets), f"line {node.lineno}"
+    parts = sorted(Path(rt.__file__).parent.joinpath("runtime").glob("*.py"))
+    assert len(parts) == 7, parts
+    for path in [Path(rt.__file__), *parts]:
+        tree = ast.parse(path.read_text())
+        for node in tree.body[1:]:  # the docstring first
+            assert isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Assign,
+                                     ast.AnnAssign)), f"{path.name}:{node.lineno}: a statement pasted scripts would drop"
+            if isinstance(node, ast.Assign):
+                assert all(isinstance(t, ast.Name) for t in node.targets), f"{path.name}:{node.lineno}"
 
     x, _ = near_threshold_inputs()
     far = int(((x.double() * 1.5 - 0.5).abs()).argmax())

@@ -83,8 +83,8 @@ def test_one_definition_each_of_tolerances_make_input_and_the_prelude():
     found = _definitions()
     assert found == {"TOLERANCES": [found["TOLERANCES"][0]], "make_input": [found["make_input"][0]],
                      "prelude": [found["prelude"][0]]}, found
-    assert found["TOLERANCES"][0].startswith("fuzz/script_runtime.py:")
-    assert found["make_input"][0].startswith("fuzz/script_runtime.py:")
+    assert found["TOLERANCES"][0].startswith("fuzz/runtime/comparing.py:")
+    assert found["make_input"][0].startswith("fuzz/runtime/inputs.py:")
     assert found["prelude"][0].startswith("corpus/scripts.py:")
 
 
@@ -140,8 +140,8 @@ def _scripts() -> dict:
 def test_every_script_is_built_from_the_same_pieces():
     judged = ("repro", "symbolic repro", "unsound-recompile repro", "graph accuracy")
     make_input = textwrap.dedent(ast.get_source_segment(
-        (ROOT / "fuzz" / "script_runtime.py").read_text(),
-        next(n for n in ast.parse((ROOT / "fuzz" / "script_runtime.py").read_text()).body
+        (ROOT / "fuzz" / "runtime" / "inputs.py").read_text(),
+        next(n for n in ast.parse((ROOT / "fuzz" / "runtime" / "inputs.py").read_text()).body
              if isinstance(n, ast.FunctionDef) and n.name == "make_input")))
     for kind, text in _scripts().items():
         compile(text, kind, "exec")
@@ -161,7 +161,7 @@ def test_the_short_repro_carries_the_runtimes_own_tolerance_table_and_passes_whe
     finding = Finding(case=_case().to_json(), verdict=_verdict(), lane=get_lane("eager").to_json(),
                       environment={"torch": "x"})
     text = render_short(finding)
-    source = (ROOT / "fuzz" / "script_runtime.py").read_text()
+    source = (ROOT / "fuzz" / "runtime" / "comparing.py").read_text()
     table = ast.get_source_segment(source, next(n for n in ast.parse(source).body if isinstance(n, ast.Assign)
                                                  and n.targets[0].id == "TOLERANCES"))
     assert text.count("TOLERANCES = {") == 1 and table in text

@@ -23,6 +23,7 @@ from symfuzz.corpus.finding import Finding
 from symfuzz.corpus.replay import replay_finding
 from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz import script_runtime
+from symfuzz.fuzz.runtime import running
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import BranchNode, ExprNode, Input, OpNode, Program
 from symfuzz.oracles.crash import crash_oracle
@@ -458,7 +459,7 @@ def test_a_death_stack_names_torch_frames_and_kernels_not_paths_lines_or_hashes(
         "Current thread 0x00007f5072213b80 (most recent call first):\n"
         f'  File "{generated}", line 3 in call\n'
         '  File "/venv/lib/python3.11/site-packages/torch/_inductor/output_code.py", line 763 in __call__\n'
-        f'  File "{script_runtime.__file__}", line 5 in run_call\n'  # the harness's own
+        f'  File "{running.__file__}", line 5 in run_call\n'  # the harness's own
         '  File "/venv/lib/python3.11/site-packages/torch/_functorch/_aot_autograd/subclass_codegen.py:codegen(w)", '
         "line 8 in _runtime_wrapper\n"
         '  File "/venv/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", line 1446 in _fn\n'
