@@ -646,6 +646,7 @@ class Campaign:
         cfg = self.config
         start = time.monotonic()
         self.fuzz_start = None
+        ignored = {}  # the signal handlers an interruption set aside, given back at the end
         confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
         confirmer.start()
         if self.stats.replay.get("unreadable"):
@@ -705,9 +706,10 @@ class Campaign:
                 self._minify_findings(start)
         except KeyboardInterrupt as exc:
             # A second signal (a CI runner sends SIGINT, then SIGTERM) must not cut the clean-up
-            # short: what was found is written below, and the clean-up is bounded.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            # short: what was found is written below, and the clean-up is bounded. The handlers
+            # are given back at the end (a process that runs campaigns one after another, and the
+            # processes it starts later, which inherit an ignored signal, must still stop on one).
+            ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
             self.interrupted = True
             self.interrupted_by = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
             self.progress.note("interrupted: stopping; unconfirmed candidates are kept in unconfirmed/")
@@ -729,6 +731,9 @@ class Campaign:
                 stats = self.write_stats(time.monotonic() - start)
             except DiskFullError as exc:  # what was written before stays whole (corpus/atomic.py)
                 self.disk_full = self.disk_full or exc
+            finally:
+                for sig, handler in ignored.items():
+                    signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         if self.disk_full is not None:
             raise CampaignError(f"{self.disk_full}: the disk is full, so the run stopped; what it wrote so far is "
                                 f"kept whole. Free space, then continue with --resume")

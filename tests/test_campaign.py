@@ -69,6 +69,8 @@ def test_ctrl_c_keeps_every_candidate(tmp_path):
         [sys.executable, "-m", "symfuzz.cli", "fuzz", "--quiet", "--lane", "eager", "--ops", "cos", "--max-ops", "2",
          "--jobs", "1", "--budget", "5m", "--out", str(out)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # as from a terminal: a child inherits an ignored SIGINT, and this test process may hold one
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 240
     while not (out / "candidates.jsonl").exists() and time.monotonic() < deadline:
