@@ -46,21 +46,24 @@ PROGRAM_MARKER = "# ------------------------------------------------------------
 def short_repro_for(finding) -> Optional[str]:
     """The short repro.py to store for a finding: None where there is none, or where
     confirmation ran it and it did not show the bug (``corpus/replay.py``)."""
-    checked = (finding.confirmation or {}).get("short_repro") if isinstance(finding.confirmation, dict) else None
+    checked = (finding.confirmation or {}).get("short_repro")
     if checked and not checked.startswith(SHORT_SHOWS):
         return None
     return render_short(finding)
+
+
+def shown_plainly(verdict, lane: dict, case) -> bool:
+    """Can a short script show this finding (else its repro.py is the judged script)?"""
+    return (verdict.symptom in SHORT_SYMPTOMS and not lane.get("runner") and not lane.get("setup")
+            and lane.get("device", "cpu") == "cpu" and not case.program.params)
 
 
 def render_short(finding, minified: bool = False) -> Optional[str]:
     """The short repro of a fuzz finding (``corpus.finding.Finding``; ``minified``: the minifier's
     smallest case of one), or None where it needs the judge."""
     verdict, lane = finding.verdict, finding.lane
-    if (verdict.symptom not in SHORT_SYMPTOMS or lane.get("runner") or lane.get("setup")
-            or lane.get("device", "cpu") != "cpu"):
-        return None
     case = Case.from_json(finding.case)
-    if case.program.params:
+    if not shown_plainly(verdict, lane, case):
         return None
     calls = case.schedule.calls
     if verdict.call_index is not None:

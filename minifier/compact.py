@@ -19,7 +19,7 @@ from typing import Optional
 
 from symfuzz.corpus import scripts
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.short_repro import render_short, short_mismatch
+from symfuzz.corpus.short_repro import render_short, short_mismatch, shown_plainly
 from symfuzz.corpus.deaths import cause_of, place_from_evidence, same_place
 from symfuzz.minifier.case_eager import compares_only_floats
 from symfuzz.oracles.verdict import OUT_OF_MEMORY, RaisedError
@@ -56,7 +56,7 @@ def compact_matches(subject, outcome) -> bool:
     """
     symptom, evidence = subject.verdict.symptom, subject.verdict.evidence
     text = outcome.output[-20000:]
-    plain = symptom not in ("timeout", "process-death") and render_short(_on_its_lane(subject)) is not None
+    plain = symptom not in ("timeout", "process-death") and shown_plainly(subject.verdict, subject.lane, subject.case)
     if plain:
         code = None if outcome.timed_out else outcome.returncode
         return short_mismatch(_on_its_lane(subject), code, text, outcome.memory_exceeded) is None
