@@ -19,9 +19,11 @@ UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked inte
 LAYERS = [
     ("case model", ["symfuzz.fuzz.ir", "symfuzz.fuzz.case", "symfuzz.fuzz.specs", "symfuzz.fuzz.script_runtime",
                     "symfuzz.fuzz.runtime", "symfuzz.fuzz.plain_runtime",
+                    "symfuzz.fuzz.ir_nodes", "symfuzz.fuzz.ir_check",
                     "symfuzz.fuzz.module_runtime", "symfuzz.fuzz.choices"]),
     ("generation", ["symfuzz.fuzz.schedule", "symfuzz.fuzz.generate", "symfuzz.fuzz.drawing", "symfuzz.fuzz.gradients",
                     "symfuzz.fuzz.motifs", "symfuzz.fuzz.size_forms", "symfuzz.fuzz.scalars", "symfuzz.fuzz.modules",
+                    "symfuzz.fuzz.worlds", "symfuzz.fuzz.op_statements", "symfuzz.fuzz.size_statements",
                     "symfuzz.fuzz"]),
     ("lanes and execution", ["symfuzz.oracles.lanes"]),
     ("oracles", ["symfuzz.oracles"]),

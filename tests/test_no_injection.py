@@ -24,7 +24,7 @@ import pytest
 import symfuzz.cli
 from conftest import ROOT
 from symfuzz.corpus.finding import Finding, FindingFormatError, check_case
-from symfuzz.fuzz import ir
+from symfuzz.fuzz import ir_check
 from symfuzz.fuzz.case import Case
 
 UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
@@ -291,14 +291,16 @@ def test_many_generated_programs_pass_the_check(family):
 
 
 GENERATOR_MODULES = ["symfuzz.fuzz.generate", "symfuzz.fuzz.ir", "symfuzz.fuzz.specs.base", "symfuzz.fuzz.motifs",
-                     "symfuzz.fuzz.size_forms", "symfuzz.fuzz.scalars", "symfuzz.fuzz.modules"] + [
+                     "symfuzz.fuzz.size_forms", "symfuzz.fuzz.scalars", "symfuzz.fuzz.modules",
+                     "symfuzz.fuzz.ir_nodes", "symfuzz.fuzz.ir_check", "symfuzz.fuzz.worlds",
+                     "symfuzz.fuzz.op_statements", "symfuzz.fuzz.size_statements"] + [
     f"symfuzz.fuzz.specs.{family}" for family in ("pointwise", "reduction", "view", "indexing", "linalg", "nn",
                                                   "inplace", "datadep", "factory")]
 
 
 def test_every_attribute_the_generator_writes_is_allowed():
     """Attributes in the generator's source text (``.name`` in a string, or a string that starts
-    ``name(`` as the in-place forms do): a new spec's method must be added to ``ir.ATTRIBUTES``."""
+    ``name(`` as the in-place forms do): a new spec's method must be added to ``ir_check.ATTRIBUTES``."""
     written = set()
     for module in GENERATOR_MODULES:
         tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
@@ -315,8 +317,8 @@ def test_every_attribute_the_generator_writes_is_allowed():
                 written |= set(re.findall(r"\.\s*([A-Za-z_]\w*)", node.value))
                 lead = re.match(r"([a-z]\w*_)\(", node.value)  # "neg_()", pasted after "{0}."
                 written |= {lead.group(1)} if lead else set()
-    missing = sorted(written - ir.ATTRIBUTES - ir.BUILTINS - ir.SCAFFOLD_ATTRIBUTES)
-    assert not missing, f"add to fuzz/ir.py ATTRIBUTES: {missing}"
+    missing = sorted(written - ir_check.ATTRIBUTES - ir_check.BUILTINS - ir_check.SCAFFOLD_ATTRIBUTES)
+    assert not missing, f"add to fuzz/ir_check.py ATTRIBUTES: {missing}"
 
 
 def test_the_allowed_attributes_reach_no_module_but_torch_s_own():
@@ -329,11 +331,11 @@ def test_the_allowed_attributes_reach_no_module_but_torch_s_own():
 
     allowed = {torch, F, math, torch.nn, torch.linalg, torch._dynamo, torch.functional}
     assert not {"os", "sys", "system", "load", "save", "hub", "ops", "utils", "jit", "library", "builtins",
-                "importlib", "subprocess", "from_file", "classes", "package", "serialization"} & ir.ATTRIBUTES
+                "importlib", "subprocess", "from_file", "classes", "package", "serialization"} & ir_check.ATTRIBUTES
     seen, queue = set(), [torch, F, math, torch.zeros(2, 2)]
     while queue:
         base = queue.pop()
-        for name in ir.ATTRIBUTES:
+        for name in ir_check.ATTRIBUTES:
             value = getattr(base, name, None)
             if isinstance(value, types.ModuleType):
                 assert value in allowed, f"{getattr(base, '__name__', base)!s:.40}.{name} is the module {value.__name__}"
