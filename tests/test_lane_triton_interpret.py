@@ -2,8 +2,9 @@
 
 Each check runs in a fresh subprocess: TRITON_INTERPRET must be set before
 triton (or torch._inductor) is imported, which cannot be undone in the pytest
-process.  The subprocess loads oracles/lanes/triton_cpu.py by executing its source
-text, the way standalone repro scripts inline it.
+process.  The subprocess loads oracles/lanes/triton_cpu.py (with what it imports from
+its parts, triton_interpreter_probe.py and libdevice_numpy.py) by executing the text
+that standalone repro scripts inline (corpus.scripts.Helpers).
 """
 
 import ast
@@ -17,16 +18,21 @@ from pathlib import Path
 
 import pytest
 from symfuzz.corpus.inductor_cache import fresh_cache
+from symfuzz.corpus.scripts import TRITON_CPU, Helpers
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = ROOT / "oracles" / "lanes" / "triton_cpu.py"
+LANE = ROOT / "oracles" / "lanes"
+# The lane's module and its parts: scripts inline them, so each must be self-contained.
+MODULES = [LANE / "triton_cpu.py", LANE / "triton_interpreter_probe.py", LANE / "libdevice_numpy.py"]
+PARTS = {f"symfuzz.oracles.lanes.{m.stem}" for m in MODULES[1:]}
+INLINED = Helpers().module(TRITON_CPU).text()
 SKIP_RC = 3
 
 PRELUDE = textwrap.dedent(
     f"""
     import json, sys
     _ns = {{"__name__": "symfuzz_triton_cpu"}}
-    exec(compile(open({str(MODULE)!r}).read(), {str(MODULE)!r}, "exec"), _ns)
+    exec(compile({INLINED!r}, "<symfuzz triton_cpu, inlined>", "exec"), _ns)
     enable_triton_interpreter = _ns["enable_triton_interpreter"]
     triton_interpreter_unavailable_reason = _ns["triton_interpreter_unavailable_reason"]
     """
@@ -150,9 +156,10 @@ def test_enable_after_plain_triton_import_raises_clear_error(tmp_path):
 ALLOWED_TOP_LEVEL_IMPORTS = {"torch", "triton", "numpy"}
 
 
-def test_module_is_self_contained():
-    """Only stdlib + torch/triton/numpy imports, so the source can be inlined."""
-    tree = ast.parse(MODULE.read_text())
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_module_is_self_contained(module):
+    """Only stdlib + torch/triton/numpy imports (and the lane's own parts), so the source can be inlined."""
+    tree = ast.parse(module.read_text())
     stdlib = set(sys.stdlib_module_names)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -165,4 +172,4 @@ def test_module_is_self_contained():
             continue
         for name in names:
             top = name.split(".")[0]
-            assert top in stdlib or top in ALLOWED_TOP_LEVEL_IMPORTS, f"disallowed import {name!r}"
+            assert top in stdlib or top in ALLOWED_TOP_LEVEL_IMPORTS or name in PARTS, f"disallowed import {name!r}"

@@ -9,7 +9,7 @@ from conftest import ROOT
 from opcheck_ops import buggy  # noqa: F401 - registers symfuzz_buggy::cube
 
 from symfuzz.cli import main
-from symfuzz.opcheck import api, checklist, plugin, store
+from symfuzz.opcheck import api, checklist, plugin, plugin_settings, store
 from symfuzz.opcheck import cli as opcheck_cli
 from symfuzz.opcheck.checklist import CHECKS, SPECS
 
@@ -119,10 +119,10 @@ def test_the_plugin_takes_exactly_the_tables_checks(pytester):
     assert plugin.CHECKS is CHECKS
     config = pytester.parseconfig("--opcheck", "--opcheck-namespaces=mylib",
                                   "--opcheck-checks=" + ",".join(reversed(CHECKS)))
-    assert plugin._settings(config).checks == list(CHECKS)
+    assert plugin_settings._settings(config).checks == list(CHECKS)
     config = pytester.parseconfig("--opcheck", "--opcheck-namespaces=mylib", "--opcheck-checks=schema,nope")
     with pytest.raises(pytest.UsageError, match="choose from " + ", ".join(CHECKS)):
-        plugin._settings(config)
+        plugin_settings._settings(config)
     options = _Options()
     plugin.pytest_addoption(options)
     assert "default all: " + ", ".join(CHECKS) in options.help["--opcheck-checks"]

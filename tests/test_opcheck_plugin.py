@@ -374,7 +374,7 @@ def test_ops_that_cannot_be_checked_are_reported_not_a_crash(pytester):
 
 
 def test_a_crash_on_one_worker_survives_the_merge():
-    from symfuzz.opcheck.plugin import merge_reports
+    from symfuzz.opcheck.report_merging import merge_reports
     from symfuzz.opcheck.report import CheckResult, Report
 
     clean = Report(op="pt_mini::op", results={"schema": CheckResult("schema", "passed")}, samples=1)

@@ -128,7 +128,7 @@ def test_task_carries_the_ops_through_json():
 
 
 def test_merged_reports_show_each_info_line_once():
-    from symfuzz.opcheck.plugin import merge_reports
+    from symfuzz.opcheck.report_merging import merge_reports
 
     line = "not differentiable: no autograd formula"
     merged = merge_reports([Report(op="a::b", info=[line]), Report(op="a::b", info=[line, "other"])])

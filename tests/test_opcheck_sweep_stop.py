@@ -10,7 +10,7 @@ import symfuzz.opcheck as opcheck
 from symfuzz.cli import main
 from symfuzz.opcheck.api import PATIENCE
 from symfuzz.opcheck.checks.common import make_template
-from symfuzz.opcheck.plugin import _settings
+from symfuzz.opcheck.plugin_settings import _settings
 from symfuzz.opcheck.task import Task
 from symfuzz.opcheck.variants import Novelty, Sweep, Variant, info_key, search
 

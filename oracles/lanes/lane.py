@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from shutil import which
 from typing import Callable, Optional
 
-from symfuzz.oracles.lanes.triton_cpu import enable_triton_interpreter, triton_interpreter_unavailable_reason
+from symfuzz.oracles.lanes.triton_cpu import enable_triton_interpreter
+from symfuzz.oracles.lanes.triton_interpreter_probe import triton_interpreter_unavailable_reason
 
 # Applied to every Inductor lane, on purpose:
 # - emulate_precision_casts: Inductor keeps bf16/fp16 intermediates in fp32

@@ -2,8 +2,11 @@
 
 Self-contained on purpose: this file imports only the standard library, torch,
 triton and numpy (the last three lazily, inside functions), because its source
-text is inlined verbatim into standalone repro scripts.  Do not import other
-project modules from here.
+text is inlined verbatim into standalone repro scripts.  The only project
+modules it imports from are its two parts below, which keep to the same rule
+(the scripts paste what it imports from them): ``triton_interpreter_probe``
+(can the lane run here?) and ``libdevice_numpy`` (the stand-ins' numpy math).
+Do not import other project modules from here.
 
 How the lane works
 ------------------
@@ -52,7 +55,7 @@ Two things still assume a real GPU and are patched by
    (fp32 -> fp32, ``isinf`` -> int32, ``pow(fp32, int32)`` -> ``powi``, fp16 /
    bf16 rejected exactly as on GPU), and (b) replace
    ``InterpreterBuilder.create_extern_elementwise`` with a numpy evaluator
-   keyed by the libdevice function name.  Names that have no CUDA function
+   keyed by the libdevice function name (``libdevice_numpy``).  Names that have no CUDA function
    (e.g. ``fast_tanhf``) get a direct numpy wrapper; names without a numpy
    implementation raise a clear ``NotImplementedError`` instead of the stub's
    silent ``None``.
@@ -64,24 +67,25 @@ Public API: :func:`enable_triton_interpreter`,
 # No ``from __future__`` imports: this text may be pasted mid-file.
 import functools
 import hashlib
-import importlib.metadata as md
-import importlib.util
 import inspect
-import math
 import os
-import re
 import sys
 import threading
 import warnings
 
+# Project names only as `from symfuzz.x import name`: scripts inline this file and paste them.
+from symfuzz.oracles.lanes.libdevice_numpy import (
+    _INT32_RESULT,
+    _INT64_RESULT,
+    _evaluate,
+    _impls,
+    _name_from_symbol,
+    _np_dtype,
+)
+from symfuzz.oracles.lanes.triton_interpreter_probe import _ENV_VAR, _env_truthy, triton_interpreter_unavailable_reason
+
 __all__ = ["enable_triton_interpreter", "triton_interpreter_unavailable_reason"]
 
-_ENV_VAR = "TRITON_INTERPRET"
-# Triton 3.4 replaced the ``_builder`` plumbing with ``_semantic`` objects and
-# introduced ``triton.runtime.interpreter.interpreter_semantic``; the stand-ins
-# below call CUDA libdevice functions with ``_semantic=interpreter_semantic``.
-_MIN_TRITON = (3, 4)
-_TRUTHY = ("1", "true", "on", "yes")
 # Marker attribute used to keep every patch idempotent.
 _MARK = "__symfuzz_triton_cpu__"
 
@@ -90,119 +94,6 @@ _STANDINS_VERSION = 1
 
 _state = {"enabled": False}
 _tls = threading.local()  # which libdevice function is being evaluated
-
-
-# --------------------------------------------------------------------------
-# Availability probing (must not import triton / torch._inductor)
-# --------------------------------------------------------------------------
-
-
-def _version_tuple(text):
-    m = re.match(r"\s*(\d+)\.(\d+)", str(text))
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def _package_dir(name):
-    """Directory of a top-level package, found without importing it."""
-    mod = sys.modules.get(name)
-    if mod is not None and getattr(mod, "__file__", None):
-        return os.path.dirname(mod.__file__)
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        return None
-    locs = list(spec.submodule_search_locations or [])
-    if locs:
-        return locs[0]
-    return os.path.dirname(spec.origin) if spec.origin else None
-
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _triton_version(triton_dir):
-    mod = sys.modules.get("triton")
-    if mod is not None and getattr(mod, "__version__", None):
-        return str(mod.__version__)
-    for dist in ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu", "triton-cpu"):
-        try:
-            return md.version(dist)
-        except md.PackageNotFoundError:
-            continue
-        except Exception:  # pragma: no cover - broken metadata
-            continue
-    text = _read(os.path.join(triton_dir, "__init__.py")) or ""
-    m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
-    return m.group(1) if m else None
-
-
-def _env_truthy():
-    return os.environ.get(_ENV_VAR, "").strip().lower() in _TRUTHY
-
-
-def triton_interpreter_unavailable_reason() -> str | None:
-    """Why the Triton-interpreter lane cannot run here, or ``None`` if it can.
-
-    Returns a one-line human-readable reason.  Never raises, and never
-    imports triton or ``torch._inductor`` (importing them before
-    ``TRITON_INTERPRET=1`` is set would itself break the lane); versions and
-    features are read from package metadata and source text instead.
-    """
-    try:
-        return _unavailable_reason()
-    except Exception as e:  # pragma: no cover - defensive, must not raise
-        return f"could not probe the Triton interpreter lane: {type(e).__name__}: {e}"
-
-
-def _unavailable_reason():
-    if importlib.util.find_spec("numpy") is None:
-        return "numpy is not installed (Triton's interpreter runs kernels on numpy)"
-    if importlib.util.find_spec("torch") is None:
-        return "torch is not installed"
-    triton_dir = _package_dir("triton")
-    if triton_dir is None:
-        return "triton is not installed"
-
-    version = _triton_version(triton_dir)
-    vt = _version_tuple(version) if version else None
-    if vt is not None and vt < _MIN_TRITON:
-        want = ".".join(map(str, _MIN_TRITON))
-        return f"triton {version} is too old for the interpreter lane (need >= {want})"
-
-    interp_src = _read(os.path.join(triton_dir, "runtime", "interpreter.py"))
-    if interp_src is None:
-        return f"triton {version} has no interpreter (triton/runtime/interpreter.py missing)"
-    for needle in ("interpreter_semantic", "def create_extern_elementwise", "class InterpreterBuilder"):
-        if needle not in interp_src:
-            return f"triton {version} interpreter lacks {needle.split()[-1]!r}; unsupported triton layout"
-    if not os.path.isfile(os.path.join(triton_dir, "language", "extra", "libdevice.py")):
-        return f"triton {version} has no triton.language.extra.libdevice module"
-
-    if "triton" in sys.modules and not _env_truthy():
-        return (
-            f"triton was imported before {_ENV_VAR}=1 was set; set {_ENV_VAR}=1 in the "
-            "environment before importing triton or torch._inductor"
-        )
-
-    torch_dir = _package_dir("torch")
-    cfg_mod = sys.modules.get("torch._inductor.config")
-    if cfg_mod is not None:
-        if not hasattr(cfg_mod, "cpu_backend"):
-            return "this torch has no torch._inductor.config.cpu_backend option"
-    else:
-        cfg_src = _read(os.path.join(torch_dir, "_inductor", "config.py")) if torch_dir else None
-        if cfg_src is None:
-            return "torch._inductor is not available in this torch build"
-        m = re.search(r"^cpu_backend\s*:(.*)$", cfg_src, re.M)
-        if m is None:
-            return "this torch has no torch._inductor.config.cpu_backend option"
-        if "Literal" in m.group(1) and "triton" not in m.group(1):
-            return "this torch's torch._inductor.config.cpu_backend does not accept 'triton'"
-    return None
 
 
 # --------------------------------------------------------------------------
@@ -327,240 +218,6 @@ def _patch_backend_hash():
 # Patch 2: libdevice stand-ins
 # --------------------------------------------------------------------------
 
-# Result dtype for the direct (no CUDA table) path; default is "same as the
-# first argument".
-_INT32_RESULT = frozenset({"isnan", "isinf", "signbit", "finitef", "isfinited", "ilogb"})
-_INT64_RESULT = frozenset({"llrint", "llround"})
-
-
-@functools.lru_cache(maxsize=None)
-def _impls():
-    """name -> numpy function on ``np.ndarray`` arguments.
-
-    Arguments arrive already promoted/broadcast (CUDA dtype tables), e.g. both
-    fp32.  Results are cast to the libdevice return dtype by the caller, so
-    helpers may compute in a wider type where that is more exact.  Functions
-    numpy lacks use torch's CPU kernels (same numerics as eager).
-    """
-    import numpy as np  # lazy, as are all non-stdlib imports here (see the module docstring)
-
-    def torch_unary(path):
-        def impl(x):
-            import torch  # lazy, as are all non-stdlib imports here (see the module docstring)
-
-            fn = torch
-            for part in path.split("."):
-                fn = getattr(fn, part)
-            with torch.no_grad():
-                return fn(torch.from_numpy(np.array(x, copy=True))).numpy()
-
-        return impl
-
-    def vec_math(fn, on_error):
-        def safe(*v):
-            try:
-                return fn(*v)
-            except (ValueError, OverflowError):
-                return on_error(*v)
-
-        vf = np.vectorize(safe, otypes=[np.float64])
-        return lambda *a: vf(*[np.asarray(v, dtype=np.float64) for v in a])
-
-    def round_half_away(x):
-        t = np.trunc(x)
-        return np.where(np.abs(x - t) >= 0.5, t + np.copysign(np.ones_like(x), x), t)
-
-    def ilogb(x):
-        _, e = np.frexp(x)
-        r = e.astype(np.int64) - 1
-        r = np.where(np.isinf(x), np.iinfo(np.int32).max, r)
-        r = np.where((x == 0) | np.isnan(x), np.iinfo(np.int32).min, r)
-        return r.astype(np.int32)
-
-    def logb(x):
-        _, e = np.frexp(x)
-        r = (e.astype(np.int64) - 1).astype(x.dtype)
-        r = np.where(x == 0, -np.inf, r)
-        r = np.where(np.isinf(x), np.inf, r)
-        return np.where(np.isnan(x), x, r)
-
-    def pow_(x, y):
-        # pow(fp, int32) is libdevice "powi": exponent given as an integer.
-        if np.issubdtype(y.dtype, np.integer):
-            return np.power(x.astype(np.float64), y.astype(np.float64))
-        return np.power(x, y)
-
-    def ldexp(x, n):
-        return np.ldexp(x, n.astype(np.int32))
-
-    def fdim(x, y):
-        d = np.where(x > y, x - y, np.zeros_like(x))
-        return np.where(np.isnan(x) | np.isnan(y), np.nan, d)
-
-    def fma(x, y, z):
-        if x.dtype == np.float32:  # exact product in fp64, one final rounding (ok up to rare double rounding)
-            return x.astype(np.float64) * y.astype(np.float64) + z.astype(np.float64)
-        return x * y + z  # fp64: not fused
-
-    def saturate(x):
-        return np.where(np.isnan(x), np.zeros_like(x), np.clip(x, 0, 1))
-
-    def exp10(x):
-        return np.power(np.asarray(10, dtype=x.dtype), x)
-
-    def sinpi(x):
-        x64 = x.astype(np.float64)
-        r = np.sin(np.pi * np.remainder(x64, 2.0))
-        return np.where(x64 == np.round(x64), np.copysign(0.0, x64), r)
-
-    def cospi(x):
-        x64 = x.astype(np.float64)
-        r = np.cos(np.pi * np.remainder(x64, 2.0))
-        return np.where(np.abs(x64 - np.floor(x64)) == 0.5, 0.0, r)
-
-    def erfcinv(y):
-        import torch  # lazy, as are all non-stdlib imports here (see the module docstring)
-
-        t = torch.from_numpy(np.asarray(y, dtype=np.float64) / 2.0)
-        return (-torch.special.ndtri(t) / math.sqrt(2.0)).numpy()
-
-    def tgamma_err(v):
-        if v == 0:
-            return math.copysign(math.inf, v)
-        if v < 0 and v == math.floor(v):
-            return math.nan
-        return math.inf  # overflow
-
-    t = {
-        # rounding / abs
-        "abs": np.abs,
-        "floor": np.floor,
-        "ceil": np.ceil,
-        "trunc": np.trunc,
-        "rint": np.rint,
-        "nearbyint": np.rint,  # round-half-even, like torch.round
-        "round": round_half_away,  # C round(): half away from zero
-        "llrint": np.rint,
-        "llround": round_half_away,
-        "saturatef": saturate,
-        # exp / log
-        "exp": np.exp,
-        "exp2": np.exp2,
-        "exp10": exp10,
-        "expm1": np.expm1,
-        "log": np.log,
-        "log2": np.log2,
-        "log10": np.log10,
-        "log1p": np.log1p,
-        "logb": logb,
-        "ilogb": ilogb,
-        "ldexp": ldexp,
-        "scalbn": ldexp,
-        # roots / powers
-        "sqrt": np.sqrt,
-        "sqrt_rn": np.sqrt,
-        "rsqrt": lambda x: 1 / np.sqrt(x),
-        "rsqrt_rn": lambda x: 1 / np.sqrt(x),
-        "cbrt": np.cbrt,
-        "rcbrt": lambda x: 1 / np.cbrt(x),
-        "pow": pow_,
-        "hypot": np.hypot,
-        # trig / hyperbolic
-        "sin": np.sin,
-        "cos": np.cos,
-        "tan": np.tan,
-        "asin": np.arcsin,
-        "acos": np.arccos,
-        "atan": np.arctan,
-        "atan2": np.arctan2,
-        "sinh": np.sinh,
-        "cosh": np.cosh,
-        "tanh": np.tanh,
-        "asinh": np.arcsinh,
-        "acosh": np.arccosh,
-        "atanh": np.arctanh,
-        "sinpi": sinpi,
-        "cospi": cospi,
-        # arithmetic with explicit rounding mode (numpy rounds to nearest)
-        "add_rn": lambda x, y: x + y,
-        "sub_rn": lambda x, y: x - y,
-        "mul_rn": lambda x, y: x * y,
-        "div_rn": lambda x, y: x / y,
-        "rcp_rn": lambda x: 1 / x,
-        "fma": fma,
-        "fma_rn": fma,
-        "fmod": np.fmod,
-        "remainder": vec_math(math.remainder, lambda a, b: math.nan),  # IEEE remainder, not np.remainder
-        "fdim": fdim,
-        "copysign": np.copysign,
-        "nextafter": np.nextafter,
-        # classification (int32 0/1 results)
-        "isnan": np.isnan,
-        "isinf": np.isinf,
-        "signbit": np.signbit,
-        "finitef": np.isfinite,
-        "isfinited": np.isfinite,
-        # special functions (torch CPU kernels == eager numerics)
-        "erf": torch_unary("erf"),
-        "erfc": torch_unary("erfc"),
-        "erfcx": torch_unary("special.erfcx"),
-        "erfinv": torch_unary("erfinv"),
-        "erfcinv": erfcinv,
-        "normcdf": torch_unary("special.ndtr"),
-        "normcdfinv": torch_unary("special.ndtri"),
-        "lgamma": torch_unary("lgamma"),
-        "tgamma": vec_math(math.gamma, tgamma_err),
-        "j0": torch_unary("special.bessel_j0"),
-        "j1": torch_unary("special.bessel_j1"),
-        "y0": torch_unary("special.bessel_y0"),
-        "y1": torch_unary("special.bessel_y1"),
-        "cyl_bessel_i0": torch_unary("special.i0"),
-        "cyl_bessel_i1": torch_unary("special.i1"),
-    }
-    # "fast" approximate variants: evaluate exactly.
-    for fast, base in (
-        ("fast_expf", "exp"),
-        ("fast_logf", "log"),
-        ("fast_log2f", "log2"),
-        ("fast_log10f", "log10"),
-        ("fast_exp10f", "exp10"),
-        ("fast_sinf", "sin"),
-        ("fast_cosf", "cos"),
-        ("fast_tanf", "tan"),
-        ("fast_tanhf", "tanh"),
-        ("fast_powf", "pow"),
-        ("fast_dividef", "div_rn"),
-    ):
-        t[fast] = t[base]
-    return t
-
-
-def _np_dtype(tl_scalar_dtype):
-    """numpy storage dtype the interpreter uses for a Triton scalar dtype."""
-    try:
-        from triton.runtime.interpreter import _get_np_dtype  # private; present in 3.x
-
-        return _get_np_dtype(tl_scalar_dtype)
-    except ImportError:  # pragma: no cover - fallback for a moved helper
-        import numpy as np  # lazy, as are all non-stdlib imports here (see the module docstring)
-
-        name = str(tl_scalar_dtype)
-        table = {"int1": "bool", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
-        return np.dtype(table.get(name, name))
-
-
-def _evaluate(name, arrays, np_out_dtype):
-    import numpy as np  # lazy, as are all non-stdlib imports here (see the module docstring)
-
-    impl = _impls().get(name)
-    if impl is None:
-        raise NotImplementedError(
-            f"libdevice.{name} has no numpy stand-in for Triton's interpreter (symfuzz triton_cpu lane)"
-        )
-    with np.errstate(all="ignore"):
-        out = np.asarray(impl(*arrays))
-        return out.astype(np_out_dtype, copy=False)
-
 
 def _numpy_extern_elementwise(self, libName, libPath, symbol, argList, retType, isPure):
     """Replacement for ``InterpreterBuilder.create_extern_elementwise``
@@ -579,22 +236,6 @@ def _numpy_extern_elementwise(self, libName, libPath, symbol, argList, retType, 
 
 
 setattr(_numpy_extern_elementwise, _MARK, True)
-
-
-_SYMBOL_ALIASES = {"powi": "pow", "fabs": "abs", "llabs": "abs", "isnand": "isnan", "isinfd": "isinf"}
-
-
-def _name_from_symbol(symbol):
-    """Best effort "__nv_expf" -> "exp" for extern calls that did not come
-    through a stand-in (which records the exact libdevice name instead)."""
-    s = re.sub(r"^__(nv|ocml)_", "", str(symbol))
-    s = re.sub(r"_f(16|32|64)$", "", s)
-    table = _impls()
-    for cand in (s, s[:-1], s[1:], s[1:-1]):  # optional f/d type prefix or suffix
-        cand = _SYMBOL_ALIASES.get(cand, cand)
-        if cand in table:
-            return cand
-    return s
 
 
 def _make_cuda_standin(name, cuda_fn, semantic, stub_module_name):
