@@ -26,6 +26,8 @@ new method adds calls after them.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 import tempfile
 from pathlib import Path
@@ -33,7 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from symfuzz.campaign import REUSE_CALLS, Campaign, CampaignConfig, CampaignError  # noqa: E402
+from symfuzz.campaign import CampaignError  # noqa: E402
+from symfuzz.fuzz_run import run_fuzz  # noqa: E402
+from symfuzz.settings import REUSE_CALLS, CampaignConfig  # noqa: E402
 from symfuzz.oracles.lanes.lane import get_lane  # noqa: E402
 
 METHODS = {
@@ -47,7 +51,11 @@ def measure(lane_name: str, method: dict, budget: float, jobs: int, seed: int) -
     with tempfile.TemporaryDirectory(prefix=f"symfuzz-bench-{lane_name}-") as tmp:
         config = CampaignConfig(out=Path(tmp), lane=get_lane(lane_name), budget=budget, seed=seed, jobs=jobs,
                                 confirm=False, quiet=True, **method)
-        stats = Campaign(config).run()
+        with contextlib.redirect_stdout(io.StringIO()):  # the app's summary: the table below says it
+            outcome = run_fuzz(config)
+        if outcome.stats is None:
+            raise CampaignError(f"the {lane_name} campaign could not test anything (exit {outcome.code})")
+        stats = outcome.stats
     rate, calls, share = stats["throughput"], stats["calls"], stats["time_share"]
     row = {
         "programs/min": rate["programs_per_minute"],

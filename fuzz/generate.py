@@ -76,9 +76,6 @@ class GenConfig:
     # Unrepresentative first sizes, dynamism marks and config flags
     # (fuzz/schedule.py). Off gives plain schedules: automatic dynamic only.
     schedule_knobs: bool = True
-    # After the drawn calls, add calls solved from the installed guards
-    # (oracles/lanes/guards.py). Read by the worker, not by the generator.
-    guard_planning: bool = True
     # Share of schedules compiled under z3 translation validation (slow).
     translation_validation_rate: float = 0.02
     # Share of programs with a floating input whose calls check gradients too (fuzz/gradients.py).

@@ -32,104 +32,47 @@ import contextlib
 import json
 import os
 import queue
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from symfuzz.canary import canary_failure
+from symfuzz.case_source import CaseSource
+from symfuzz.confirmation import Confirmation
 from symfuzz.corpus.atomic import DiskFullError, append_line, write_json, write_text
-from symfuzz.corpus.case_corpus import CaseCorpus
-from symfuzz.corpus.deaths import ask_for_stack, death_signature, place_of
-from symfuzz.corpus.finding import Finding, environment, read_finding
-from symfuzz.corpus.replay import ScriptRunner, replay_finding, resident_mb
-from symfuzz.corpus.store import FindingStore
-from symfuzz.corpus.inductor_cache import fresh_cache
+from symfuzz.corpus.deaths import death_signature, place_of
+from symfuzz.corpus.finding import Finding, environment
 from symfuzz.health import InternalErrors, ProgramHealth, exception_line, too_many_internal_errors
+from symfuzz.local_worker import Worker
+from symfuzz.messages import (
+    CanaryDone,
+    CaseResult,
+    Judged,
+    Planned,
+    Ready,
+    Result,
+    Started,
+    Warm,
+    is_corpus_index,
+)
 from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
-from symfuzz.oracles.lanes.lane import Lane
 from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdict
 from symfuzz.progress import Progress
-from symfuzz.report import throughput
 from symfuzz.resume import check_out_folder, write_state
-from symfuzz.stats_schema import section as stats_section
-from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
-
-
-# The shortest --case-timeout accepted: one case compiles its program once per
-# recompile (a first compile alone takes ~20 s here), so a shorter limit kills
-# programs that are merely slow. A timeout is a finding only once it also runs past
-# a longer limit in confirmation (corpus/replay.py: hang_limit).
-CASE_TIMEOUT_FLOOR = 30.0
-
-CANARY_TIMEOUT = 120.0
+from symfuzz.settings import (  # noqa: F401 - re-exported: the names callers import from here
+    CANARY_TIMEOUT,
+    CASE_TIMEOUT_FLOOR,
+    REUSE_CALLS,
+    CampaignConfig,
+    shard_indices,
+)
+from symfuzz.stats import Stats  # noqa: F401 - re-exported
 
 # How much of a dead or killed worker's log is read for the stack faulthandler printed.
 DUMP_TAIL_BYTES = 64 * 1024
-CORPUS_PREFIX = "corpus:"  # the index of a replayed corpus case: "corpus:<its digest>"
-
-# More calls per symbolic compile, at new sizes inside its guards (CampaignConfig.reuse_calls):
-# a cached graph runs them without compiling, so each is a check at the cost of two small
-# runs (eager and compiled) while a compile costs a second or more on inductor-cpp.
-REUSE_CALLS = 3
-
-
-@dataclass(frozen=True)
-class CampaignConfig:
-    out: Path
-    lane: Lane
-    budget: float = 120.0  # seconds of fuzzing, from when the canary passes (confirmation may run past it)
-    seed: int = 0
-    jobs: int = 2
-    case_timeout: float = 180.0  # one case, compile included (a first compile takes ~20 s)
-    # The canary: a fresh worker's first compile, which pays for imports and a cold C++
-    # toolchain (20-60 s on a busy 2-core machine). None: the larger of case_timeout and
-    # CANARY_TIMEOUT, so that a short --case-timeout does not fail a healthy canary.
-    canary_timeout: Optional[float] = None
-    memory_limit_mb: int = 6144  # per worker, resident
-    confirm: bool = True
-    confirm_timeout: float = 300.0
-    confirm_grace: float = 240.0  # extra time after the budget for pending confirmations
-    max_cases: Optional[int] = None  # stop after this many cases (tests, benchmarks)
-    max_findings: Optional[int] = None  # stop once this many findings are confirmed
-    gen_config: dict = field(default_factory=dict)
-    quiet: bool = False
-    # Seconds to minify each confirmed finding after fuzzing (None: don't);
-    # the repro goes to findings/<sig>/minified/repro.py.
-    minify_budget: Optional[float] = None
-    # (K, N): run only shard K of N: case indices i with i % N == K - 1 (and the
-    # corpus cases with that position), so N jobs on one seed run disjoint cases.
-    shard: Optional[tuple[int, int]] = None
-    corpus: Optional[Path] = None  # replay this case corpus first, and append to it
-    executor: str = "local"  # "local" worker processes, or "ray" (symfuzz.ray_executor)
-    ray_address: Optional[str] = None
-    # Continue the campaign already in ``out`` (same seed, the next case indices, stats
-    # carried over); without it a folder holding an earlier run is refused.
-    resume: bool = False
-    # With guard planning, this many more calls per symbolic compile of the program, at new
-    # sizes inside that compile's guards, after every other call (oracles/lanes/execute.py);
-    # 0: none (the behaviour before they existed).
-    reuse_calls: int = REUSE_CALLS
-    # Worker settings chosen for throughput (worker_slot.THROUGHPUT_ENV), and workers that
-    # warm up while the canary runs; False: neither (the behaviour before them).
-    throughput_settings: bool = True
-
-
-def shard_indices(shard: Optional[tuple[int, int]], max_cases: Optional[int]):
-    """The case indices a (sharded) run generates, in order: case i is a pure
-    function of (seed, i), so shards of one seed are disjoint and together are
-    the unsharded run."""
-    k, n = shard or (1, 1)
-    index = k - 1
-    while max_cases is None or index < max_cases:
-        yield index
-        index += n
 
 
 class Terminated(KeyboardInterrupt):
@@ -143,230 +86,7 @@ class CampaignError(Exception):
     the details are."""
 
 
-MOTIF_PREFIX = "motif:"
-RECOMPILE_PREFIX = "recompile-class:"
-
-
-class Stats:
-    """What stats.json reports."""
-
-    def __init__(self, config: CampaignConfig):
-        self.started = time.time()
-        self.config = config
-        self.counts = Counter()
-        self.seconds = Counter()
-        self.ops = Counter()
-        self.graphs_per_call = Counter()
-        self.planned = Counter()
-        self.indices: list[int] = []  # generated case indices that finished (stats.json "indices")
-        self.replay = {"cases": 0, "first_verdict_seconds": None, "seconds": None, "signatures": []}
-        self.prior_wall = 0.0  # the wall time of the runs this one resumes
-        self.replayed: list[str] = []  # names of the corpus cases replayed (for --resume)
-
-    def restore(self, state: dict) -> None:
-        """Carry over the counters of the run this one resumes (symfuzz.resume)."""
-        self.counts.update(state["counts"])
-        self.seconds.update(state["seconds"])
-        self.ops.update(state["ops"])
-        self.graphs_per_call.update(state["graphs_per_call"])
-        self.planned.update(state["planned"])
-        self.indices = list(state["indices"])
-        self.replay.update(state["replay"])
-        self.replayed = list(state["replayed"])
-        self.prior_wall = float(state["wall_seconds"])
-
-    def add_result(self, msg: dict, verdicts: list[Verdict]) -> None:
-        """Count one "result" message; ``verdicts``: its failing verdicts, parsed."""
-        c = self.counts
-        c["programs_generated"] += 1
-        self.count_index(msg.get("index"))
-        if "internal_error" in msg:
-            c["internal_errors"] += 1
-            return
-        c["programs_valid"] += msg["valid"]
-        c["programs_compiled"] += msg["compiled"]
-        c["programs_called"] += msg["calls"] > 0
-        c["calls"] += msg["calls"]
-        c["calls_checked"] += msg["checked"]
-        c["recompiles"] += msg["recompiles"]
-        c["candidates"] += bool(verdicts)
-        for name, value in msg["seconds"].items():
-            self.seconds[name] += value
-        self.ops.update(msg["ops"])
-        for g in msg["graphs"]:
-            self.graphs_per_call[str(g)] += 1
-        c["graphs_compiled"] += sum(g for g in msg["graphs"] if g > 0)
-        guards = msg.get("guards") or {}
-        if guards.get("regions"):
-            c["programs_with_guards"] += 1
-            c["guard_regions"] += guards["regions"]
-            c["guard_regions_covered"] += guards.get("covered", 0)
-        c["over_guards"] += guards.get("over_guards", 0)
-        c["unexplained_recompiles"] += guards.get("unexplained_recompiles", 0)
-        c["recompiles_explained"] += guards.get("recompiles_explained", 0)
-        c["recompiles_unexplained"] += guards.get("recompiles_unexplained", 0)
-        features = msg.get("features") or {}
-        c["gradient_calls_checked"] += features.get("gradient_calls", 0)
-        c["programs_with_gradients"] += features.get("gradient_calls", 0) > 0
-        c["programs_with_scalar_inputs"] += bool(features.get("scalar_inputs"))
-        c["programs_with_modules"] += bool(features.get("module"))
-        # Per-motif counts ride in the counts (so --resume carries them), under a prefix.
-        c.update(MOTIF_PREFIX + str(m) for m in features.get("motifs") or [])
-        for name, count in (guards.get("recompile_classes") or {}).items():
-            c[RECOMPILE_PREFIX + str(name)] += count
-        c["rejected_calls"] += msg.get("rejected", 0)
-        c["planned_reused"] += msg.get("planned_reused", 0)
-        c["reuse_more_reused"] += msg.get("reuse_more_reused", 0)
-        self.planned.update(msg.get("planned", []))
-        for verdict in verdicts:
-            if verdict.symptom == "over-specialization":
-                c["over_specializations"] += 1
-
-    def count_index(self, index) -> None:
-        """Record a finished case: a generated index, or a corpus replay ("corpus:NAME")."""
-        if isinstance(index, int):
-            self.indices.append(index)
-        elif isinstance(index, str) and index.startswith(CORPUS_PREFIX):
-            self.replayed.append(index[len(CORPUS_PREFIX):])
-            self.replay["cases"] += 1
-            elapsed = round(time.time() - self.started, 2)
-            if self.replay["first_verdict_seconds"] is None:
-                self.replay["first_verdict_seconds"] = elapsed
-            if self.replay["cases"] >= self.replay.get("stored", 0):
-                self.replay["seconds"] = elapsed
-
-    def timeline_line(self, wall: float, confirmed: int, tracked: dict) -> dict:
-        c = self.counts
-        wall += self.prior_wall
-        return {"t": round(wall, 2), "programs": c["programs_generated"], "valid": c["programs_valid"],
-                "calls": c["calls"], "checked": c["calls_checked"], "findings": confirmed,
-                "candidates": c["candidates"], "distinct_ops": len(self.ops), "guard_regions": c["guard_regions"],
-                "guard_regions_covered": c["guard_regions_covered"],
-                "seconds": {k: round(v, 2) for k, v in tracked.items()}}
-
-    def to_json(self, wall: float, extra: dict) -> dict:
-        c = self.counts
-        wall += self.prior_wall
-        generated = max(c["programs_generated"], 1)
-        # Workers run for the whole wall time; fresh-process confirmations run
-        # beside them, so their time adds to the total rather than hiding in it.
-        worker_seconds = wall * self.config.jobs + self.seconds["confirm"]
-        tracked = {
-            "generating": self.seconds["generate"],
-            "compiling": self.seconds["compile"],
-            "running": self.seconds["run"],
-            # reading the guards and solving for calls with z3, and the rest of a case's
-            # execution around its calls (loading the program, resetting Dynamo)
-            "planning": self.seconds["execute_other"],
-            "oracles": self.seconds["oracle"] + self.seconds["confirm"],
-        }
-        tracked["overhead"] = max(0.0, worker_seconds - sum(tracked.values()))
-        shard = self.config.shard
-        return {
-            "seed": self.config.seed,
-            "lane": self.config.lane.name,
-            "jobs": self.config.jobs,
-            "max_cases": self.config.max_cases,
-            "shard": {"index": shard[0], "count": shard[1]} if shard else None,
-            "executor": self.config.executor,
-            "indices": sorted(self.indices),
-            "replay": dict(self.replay),
-            "budget_seconds": self.config.budget,
-            "wall_seconds": round(wall, 2),
-            "environment": environment(),
-            "programs": stats_section("programs", c, {"validity_rate": round(c["programs_valid"] / generated, 4)}),
-            "calls": stats_section("calls", c, {
-                "checked_per_compile": round(c["calls_checked"] / c["graphs_compiled"], 3) if c["graphs_compiled"] else 0,
-                "graphs_compiled_per_call": dict(self.graphs_per_call)}),
-            "guards": stats_section("guards", c, {
-                "coverage": round(c["guard_regions_covered"] / c["guard_regions"], 4) if c["guard_regions"] else 0,
-                "planned_calls": dict(self.planned),
-                "recompile_classes": {k[len(RECOMPILE_PREFIX):]: v for k, v in sorted(c.items())
-                                      if k.startswith(RECOMPILE_PREFIX)}}),
-            "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
-            "findings": extra,
-            "time_seconds": {k: round(v, 2) for k, v in tracked.items()},
-            "throughput": throughput(c["programs_generated"], c["calls_checked"], c["guard_regions_covered"],
-                                     wall, worker_seconds),
-            "time_share": {k: round(v / worker_seconds, 4) if worker_seconds else 0 for k, v in tracked.items()},
-            "ops": dict(sorted(self.ops.items())),
-            "distinct_ops": len(self.ops),
-        }
-
-
-class Worker(WorkerSlot):
-    """One local worker process and the thread that reads its protocol stream."""
-
-    def __init__(self, slot: int, config: CampaignConfig, events: queue.Queue):
-        super().__init__(slot, config, events)
-        self.log = open(self.log_path, "a")
-        env = dict(os.environ)
-        env.update(config.lane.env)
-        for key, value in throughput_env(config).items():
-            env.setdefault(key, value)
-        if "TORCHINDUCTOR_CACHE_DIR" not in env:
-            env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(config.out / "inductor-cache")
-        env["PYTHONHASHSEED"] = "0"
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
-        self.proc = subprocess.Popen(
-            [sys.executable, *worker_args(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, bufsize=1,
-            # Its own session: a Ctrl-C or SIGTERM sent to the job's process group reaches the
-            # campaign, which stops its workers itself, rather than killing workers mid-case and
-            # looking like crashes. (If the campaign is killed outright, a worker's stdin closes
-            # and it exits after its case.)
-            start_new_session=True,
-        )
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            try:
-                self.events.put((self, json.loads(line)))
-            except json.JSONDecodeError:
-                continue
-        self.proc.wait()
-        self.events.put((self, None))
-
-    def _send(self, request: dict) -> bool:
-        try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError):
-            return False
-
-    def rss_mb(self) -> float:
-        return resident_mb(self.proc.pid)
-
-    def wait(self) -> Optional[int]:
-        """The process's exit status, once its stream has ended."""
-        return self.proc.wait()
-
-    def kill(self, reason: str) -> None:
-        self.killed_for = reason
-        if reason in ("timeout", "out-of-memory"):  # where it is, for the finding's signature (corpus/deaths.py)
-            ask_for_stack(self.proc)
-        try:
-            self.proc.kill()
-        except ProcessLookupError:
-            pass
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
 class Campaign:
-    MAX_CONFIRM_TRIES = 3  # per signature and run; later cases with it are kept as flaky
     MAX_RESPAWNS = 20  # workers that die before they are ready: the environment is broken
 
     def __init__(self, config: CampaignConfig):
@@ -377,35 +97,16 @@ class Campaign:
         resumed = check_out_folder(config, self.torch_version)
         self.out.mkdir(parents=True, exist_ok=True)
         self.stats = Stats(config)
-        self.findings = FindingStore(self.out / "findings")
-        self.flaky = FindingStore(self.out / "flaky")
-        self.unconfirmed = FindingStore(self.out / "unconfirmed")
-        self.suspect = FindingStore(self.out / "suspect")
+        self.progress = Progress(config.budget, enabled=not config.quiet)
+        self.summary = Counter()  # stats.json's "findings" counts (shared with the confirmation)
         self.events: queue.Queue = queue.Queue()
-        self.confirm_queue: queue.Queue = queue.Queue()
-        self.runner = ScriptRunner()
-        self.lock = threading.Lock()
-        # Per-signature bookkeeping for this run (with --resume, ``_resume`` fills it in
-        # from the folder: earlier findings count as confirmed).
-        self.confirmed: set[str] = set()
-        self.confirming: set[str] = set()
-        self.tries: Counter = Counter()
-        self.twins: dict[str, list[Finding]] = {}
-        self.slow_reasons: dict[str, str] = {}  # timeout signatures judged slow, not hung: why
-        self.in_confirmation: Optional[Finding] = None
-        self.indices = shard_indices(config.shard, config.max_cases)
-        self.next_index: Optional[int] = next(self.indices, None)
-        self.corpus = CaseCorpus(config.corpus) if config.corpus else None
-        self.reached = {"op": set(), "guards": set(), "recompile": set()}  # what earlier cases reached
-        self.replay_queue = self._corpus_cases()
-        self.stats.replay["stored"] = len(self.replay_queue)
-        self.replayed_candidates: set[str] = set()  # signatures that corpus replays failed with
+        self.cases = CaseSource(config, self.stats, self.progress)
+        self.confirmation = Confirmation(config, self.stats, self.summary, self.progress,
+                                         on_confirmed=self.cases.finding_to_corpus)
         self.respawns = 0
         self.spawned: list = []  # the workers started and not yet closed
         self.interrupted = False
         self.interrupted_by: Optional[str] = None
-        self.progress = Progress(config.budget, enabled=not config.quiet)
-        self.summary = Counter()
         self.minified: dict = {}  # signature -> what minifying it gave
         self.canary: Optional[dict] = None  # the canary's outcome, once run (stats.json)
         self.internal = InternalErrors()
@@ -413,7 +114,6 @@ class Campaign:
         self.stop_reason: Optional[str] = None  # why the campaign stopped early
         self.fuzz_start: Optional[float] = None  # when the canary passed: the budget starts then
         self.disk_full: Optional[DiskFullError] = None  # the first write a full disk stopped
-        self.resumed_unconfirmed: list[Finding] = []  # an earlier run's unconfirmed candidates, confirmed now
         if resumed is not None:
             self._resume(resumed)
 
@@ -424,188 +124,8 @@ class Campaign:
         self.stats.restore(state)
         self.stats.replay.update(now)  # what this run's corpus holds
         self.summary.update(state["summary"])
-        done = set(self.stats.indices)
-        self.indices = (i for i in shard_indices(self.config.shard, self.config.max_cases) if i not in done)
-        self.next_index = next(self.indices, None)
-        self.replay_queue = [c for c in self.replay_queue if c.name not in set(self.stats.replayed)]
-        self.confirmed = set(_stored_signatures(self.out / "findings"))
-        if self.config.confirm:
-            self._shelve_orphans()
-            # Every readable unconfirmed candidate, and the later cases with its signature
-            # (its duplicates.jsonl), is confirmed again; unconfirmed/ keeps them until this run
-            # has decided them (a kill before then loses nothing). Counted anew when shelved.
-            self.resumed_unconfirmed = self._readable_with_twins(self.unconfirmed)
-            left = set(_stored_signatures(self.unconfirmed.root)) - {f.signature for f in self.resumed_unconfirmed}
-            self.summary["unconfirmed"] = len(left)
-
-    def _shelve_orphans(self) -> None:
-        """A run killed outright (SIGKILL, a lost machine) could not shelve the candidates it
-        had queued for confirmation: candidates.jsonl has them, no store does. They go to
-        unconfirmed/ now, to be confirmed with the rest."""
-        stored = {sig for store in (self.findings, self.flaky, self.unconfirmed, self.suspect)
-                  for sig in _stored_signatures(store.root)}
-        try:
-            lines = (self.out / "candidates.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            return
-        for line in lines:
-            try:
-                finding = Finding.from_json(json.loads(line))
-            except (ValueError, TypeError, KeyError, AttributeError):
-                continue  # a line cut short by the kill
-            if finding.signature in stored:
-                continue
-            stored.add(finding.signature)
-            reason = self._suspect_reason(finding)  # (the kill may have come before candidate() judged it)
-            if reason:
-                finding.triage = {**finding.triage, "suspect": reason}
-                self.suspect.add(finding)
-                self.summary["suspect"] += 1
-            else:
-                self.unconfirmed.add(finding)
-
-    @staticmethod
-    def _readable_with_twins(store: FindingStore) -> list[Finding]:
-        """The findings of a store that can be read, each followed by the later cases with its
-        signature (duplicates.jsonl). One that cannot be read stays where it is, untouched."""
-        found = []
-        for sig in _stored_signatures(store.root):
-            folder = store.path(sig)
-            try:
-                finding = read_finding(folder / "finding.json")
-            except ValueError:
-                continue
-            found.append(finding)
-            try:
-                lines = (folder / "duplicates.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                lines = []
-            for line in lines:
-                try:
-                    twin = json.loads(line)
-                    found.append(Finding(case=twin["case"], verdict=Verdict.from_json(twin["verdict"]),
-                                         lane=finding.lane, triage=finding.triage))
-                except (ValueError, TypeError, KeyError, AttributeError):
-                    continue  # a line cut short by a kill
-        return found
-
-    # ------------------------------------------------------------ candidates
-
-    def candidate(self, finding: Finding) -> None:
-        """A failure seen in a worker: log it now, confirm it in a fresh process."""
-        append_line(self.out / "candidates.jsonl", finding.to_json())
-        reason = self._suspect_reason(finding)
-        if reason:
-            finding.triage = {**finding.triage, "suspect": reason}
-            with self.lock:
-                self.suspect.add(finding)
-                self.summary["suspect"] += 1
-            return
-        self._to_confirm(finding)
-
-    def _suspect_reason(self, finding: Finding) -> Optional[str]:
-        """Why a candidate is a lane artefact or no bug at all (None: confirm it)."""
-        # Lanes lie below the oracles: they read a verdict as its JSON.
-        return (self.config.lane.suspect_reason(finding.verdict.to_json(), finding.case, finding.triage)
-                or _slow_by_design(finding) or _explained_by_rounding(finding))
-
-    def _to_confirm(self, finding: Finding) -> None:
-        """Queue a candidate for its fresh-process confirmation (or record it as a duplicate,
-        as reported without confirmation, or as flaky after too many tries)."""
-        sig = finding.signature
-        with self.lock:
-            if sig in self.confirmed:
-                self.findings.add(finding)  # recorded as a duplicate of a confirmed finding
-                self.summary["duplicates"] += 1
-            elif not self.config.confirm:
-                self.findings.add(finding)
-                self._finding_to_corpus(finding)
-                self.confirmed.add(sig)
-                self.summary["reported_unconfirmed"] += 1
-            elif sig in self.confirming:
-                self.twins.setdefault(sig, []).append(finding)  # decided with its twin
-            elif self.tries[sig] >= self.MAX_CONFIRM_TRIES:
-                self._out_of_tries(finding)
-            else:
-                self.confirming.add(sig)
-                self.confirm_queue.put(finding)
-
-    def _finding_to_corpus(self, finding: Finding) -> None:
-        """A confirmed finding's case joins the corpus; one found by a replayed case is noted
-        (its case is in the corpus already)."""
-        sig = finding.signature
-        if sig in self.replayed_candidates:
-            if sig not in self.stats.replay["signatures"]:
-                self.stats.replay["signatures"].append(sig)
-        elif self.corpus is not None and finding.case:
-            self.corpus.add(finding.case, self.config.lane.name, [f"finding:{sig}"], environment().get("torch"))
-
-    def confirm_loop(self) -> None:
-        while True:
-            finding = self.confirm_queue.get()
-            if finding is None:  # the sentinel: the campaign is over
-                return
-            self.in_confirmation = finding
-            t0 = time.monotonic()
-            outcome = replay_finding(
-                finding, timeout=self.config.confirm_timeout, runner=self.runner,
-                env_extra={"TORCHINDUCTOR_CACHE_DIR": fresh_cache(self.out / "confirm-cache")}, check_short=True,
-            )
-            self.stats.seconds["confirm"] += time.monotonic() - t0
-            if self.runner.cancelled:
-                return  # interrupted: the finding is shelved as unconfirmed
-            finding.confirmation = outcome.to_json()
-            try:
-                self.record_confirmation(finding, outcome)
-            except DiskFullError as exc:  # the main loop stops the run (it cannot store findings)
-                self.disk_full = self.disk_full or exc
-                return
-            self.in_confirmation = None
-
-    def record_confirmation(self, finding: Finding, outcome) -> None:
-        sig = finding.signature
-        with self.lock:
-            self.tries[sig] += 1
-            twins = self.twins.pop(sig, [])
-            self.confirming.discard(sig)
-            # "different": it still fails in a fresh process, compiled against
-            # eager by the repro's own judgment, under another signature.
-            if outcome.status == "reproduced" or (outcome.status == "different" and outcome.signature):
-                self.confirmed.add(sig)
-                self.findings.add(finding)
-                self._finding_to_corpus(finding)
-                for twin in twins:
-                    self.findings.add(twin)
-                self.summary["findings"] += 1
-                self.progress.note(f"finding {sig} ({finding.verdict.symptom}), confirmed in a fresh process")
-                return
-            if finding.verdict.symptom == "timeout" and outcome.reason:
-                # Slow, not hung (or slow in eager too): a lane artefact of a short --case-timeout,
-                # kept with the reason, never a finding.
-                finding.triage = {**finding.triage, "suspect": outcome.reason}
-                self.slow_reasons[sig] = outcome.reason
-                self.suspect.add(finding)
-                self.summary["suspect"] += 1
-            else:
-                self.flaky.add(finding)
-                self.summary["flaky"] += 1
-            if twins and self.tries[sig] < self.MAX_CONFIRM_TRIES:
-                self.confirming.add(sig)  # another case with this signature gets its chance
-                self.twins[sig] = twins[1:]
-                self.confirm_queue.put(twins[0])
-            else:
-                for twin in twins:
-                    self._out_of_tries(twin)
-
-    def _out_of_tries(self, finding: Finding) -> None:
-        """A candidate whose signature used up its confirmation tries in this run: flaky, or,
-        for a timeout whose tries were judged slow rather than hung, suspect for that reason."""
-        reason = self.slow_reasons.get(finding.signature)
-        if reason:
-            finding.triage = {**finding.triage, "suspect": f"not rerun; an earlier case with this signature: {reason}"}
-            self.suspect.add(finding)
-        else:
-            self.flaky.add(finding)
+        self.cases.resume()
+        self.confirmation.resume()
 
     def death_finding(self, worker: Worker, returncode: Optional[int]) -> Optional[Finding]:
         if worker.judged:
@@ -647,21 +167,17 @@ class Campaign:
         start = time.monotonic()
         self.fuzz_start = None
         ignored = {}  # the signal handlers an interruption set aside, given back at the end
-        confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
-        confirmer.start()
         if self.stats.replay.get("unreadable"):
-            first, why = self.corpus.unreadable[0]
+            first, why = self.cases.corpus.unreadable[0]
             self.progress.note(f"corpus: {self.stats.replay['unreadable']} stored file(s) are not cases and were "
                                f"skipped (left as they are), e.g. {first}: {why}")
-        for sig in sorted({f.signature for f in self.resumed_unconfirmed}):
-            self.progress.note(f"resuming: confirming {sig}, left unconfirmed by the earlier run")
-        for finding in self.resumed_unconfirmed:
-            self._to_confirm(finding)
+        confirmer = self.confirmation.start()
         workers = [self._new_worker(slot) for slot in range(cfg.jobs)]
         last_stats = 0.0
         try:
             while True:
                 now = time.monotonic()
+                self.disk_full = self.disk_full or self.confirmation.disk_full
                 if self.disk_full is not None:
                     raise self.disk_full
                 if self.canary is None and not any(w.canary for w in workers):
@@ -677,12 +193,12 @@ class Campaign:
                     fuzzing
                     and now < self.fuzz_start + cfg.budget
                     and self.stop_reason is None
-                    and (self.replay_queue or self.next_index is not None)
-                    and (cfg.max_findings is None or len(self.confirmed) < cfg.max_findings)
+                    and not self.cases.exhausted
+                    and (cfg.max_findings is None or len(self.confirmation.confirmed) < cfg.max_findings)
                 )
                 for w in workers:
                     if w.ready and not w.busy and accepting:
-                        self._assign_next(w)
+                        self.cases.assign_next(w)
                 if fuzzing and not accepting and all(w.index is None or not w.ready for w in workers):
                     break
                 self._watchdog(workers, now)
@@ -701,7 +217,7 @@ class Campaign:
                 if w in self.spawned:
                     self.spawned.remove(w)
             workers = []
-            self._finish_confirmations(confirmer)
+            self.confirmation.finish(confirmer)
             if cfg.minify_budget:
                 self._minify_findings(start)
         except KeyboardInterrupt as exc:
@@ -713,10 +229,10 @@ class Campaign:
             self.interrupted = True
             self.interrupted_by = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
             self.progress.note("interrupted: stopping; unconfirmed candidates are kept in unconfirmed/")
-            self.runner.cancel()
+            self.confirmation.runner.cancel()
         except DiskFullError as exc:
             self.disk_full = self.disk_full or exc
-            self.runner.cancel()
+            self.confirmation.runner.cancel()
         finally:
             # Every worker still open, including one started while a signal cut its caller short
             # (not yet in ``workers``): none may outlive the campaign.
@@ -724,9 +240,9 @@ class Campaign:
                 w.kill("interrupted")
                 w.close()
             self.spawned.clear()
-            self.confirm_queue.put(None)
+            self.confirmation.stop()
             try:
-                self._shelve_unconfirmed()
+                self.confirmation.shelve_unconfirmed()
                 self.progress.finish()
                 stats = self.write_stats(time.monotonic() - start)
             except DiskFullError as exc:  # what was written before stays whole (corpus/atomic.py)
@@ -755,62 +271,6 @@ class Campaign:
             self.spawned.append(worker)
         return worker
 
-    def _corpus_cases(self) -> list:
-        """This shard's share of the stored corpus cases, replayed before any generated case.
-
-        A case's share follows from its digest, not its place in the list: shard jobs that
-        restored slightly different corpora still split the cases they share. What every
-        stored case reached counts as reached, so that a shard does not store again what
-        another shard's share holds."""
-        if self.corpus is None:
-            return []
-        k, n = self.config.shard or (1, 1)
-        # A stored file that is not a case this symfuzz can parse is skipped, left as it is,
-        # and counted (stats.json replay.unreadable); it never reaches a worker.
-        stored = [c for c in self.corpus.replayable() if c.lane in ("", self.config.lane.name)]
-        self.stats.replay["unreadable"] = len(self.corpus.unreadable)
-        for case in stored:
-            for why in case.why:
-                kind, _, what = why.partition(":")
-                if kind in self.reached:
-                    self.reached[kind].add(what)
-        return [c for c in stored if int(c.name[:8], 16) % n == k - 1]
-
-    def _assign_next(self, worker) -> None:
-        """Corpus replays first, then generated cases in index order."""
-        if self.replay_queue:
-            stored = self.replay_queue[0]
-            if worker.assign(CORPUS_PREFIX + stored.name, stored.case):
-                self.replay_queue.pop(0)
-                if not self.replay_queue:
-                    self.progress.note(f"replayed the corpus ({len(list(self.corpus))} cases stored); generating")
-            return
-        if self.next_index is not None and worker.assign(self.next_index):
-            self.next_index = next(self.indices, None)
-
-    def _add_to_corpus(self, case: Optional[dict], msg: dict) -> None:
-        """Keep a finished case that reached something no earlier case of this run did."""
-        if self.corpus is None or not case:
-            return
-        why = []
-        for op in sorted(set(msg.get("ops") or {})):
-            if op not in self.reached["op"]:
-                self.reached["op"].add(op)
-                why.append(f"op:{op}")
-        for shape in msg.get("guard_shapes") or []:
-            if shape not in self.reached["guards"]:
-                self.reached["guards"].add(shape)
-                why.append(f"guards:{shape}")
-        graphs, planned = msg.get("graphs") or [], msg.get("planned") or []
-        purposes = ["drawn"] * (len(graphs) - len(planned)) + list(planned)
-        for purpose, count in list(zip(purposes, graphs))[1:]:
-            # which kind of call recompiled: a drawn call, or a guard-directed one (outside a guard...)
-            if count and count > 0 and purpose not in self.reached["recompile"]:
-                self.reached["recompile"].add(purpose)
-                why.append(f"recompile:{purpose}")
-        if why and not str(msg.get("index", "")).startswith(CORPUS_PREFIX):
-            self.corpus.add(case, self.config.lane.name, why, environment().get("torch"))
-
     # ------------------------------------------------------------ the canary
 
     @property
@@ -830,13 +290,15 @@ class Campaign:
                 self.progress.note(f"running the canary program on lane {self.config.lane.name} ...")
                 return
 
-    def _canary_done(self, worker: Worker, msg: dict) -> None:
+    def _canary_done(self, worker: Worker, result: CaseResult) -> None:
         """Record the canary's outcome; raise CampaignError if it failed."""
         worker.canary = False
-        failure = canary_failure(msg)
-        detail = msg.get("internal_error") or json.dumps(
-            {k: msg.get(k) for k in ("valid", "compiled", "calls", "checked", "graphs", "verdicts", "first_errors")}, indent=1)
-        self._record_canary(failure, round(msg.get("total_seconds", 0.0), 2), detail)
+        failure = canary_failure(result)
+        shown = result.to_json()
+        detail = result.internal_error or json.dumps(
+            {k: shown.get(k) for k in ("valid", "compiled", "calls", "checked", "graphs", "verdicts", "first_errors")},
+            indent=1)
+        self._record_canary(failure, round(result.total_seconds, 2), detail)
         if failure:
             raise CampaignError(self._canary_message(failure))
         self.fuzz_start = time.monotonic()
@@ -899,7 +361,7 @@ class Campaign:
     def _minify_findings(self, start: float) -> None:
         """Shrink each confirmed finding (after fuzzing: minifying needs the CPU the workers had)."""
         cfg = self.config
-        for sig in sorted(self.confirmed):
+        for sig in sorted(self.confirmation.confirmed):
             folder = self.out / "findings" / sig
             self.progress.note(f"minifying {sig} (budget {cfg.minify_budget:.0f}s) ...")
             options = MinifyOptions(budget=cfg.minify_budget, jobs=cfg.jobs, quiet=True,
@@ -921,27 +383,6 @@ class Campaign:
                                f"{result.before.get('calls')} -> {result.after.get('calls')} calls: {result.repro_path}")
             self.write_stats(time.monotonic() - start)
 
-    def _finish_confirmations(self, confirmer: threading.Thread) -> None:
-        """Give pending confirmations up to ``confirm_grace`` after the fuzzing ends; none
-        once --max-findings are confirmed (the run asked for that many: a confirmation can
-        take minutes, and the rest stay in unconfirmed/, as when the budget runs out)."""
-        wanted = self.config.max_findings
-        if self.confirming and wanted is not None and len(self.confirmed) >= wanted:
-            self.progress.note(f"{len(self.confirmed)} finding(s) confirmed, as --max-findings asked; "
-                               f"{len(self.confirming)} other candidate(s) kept in unconfirmed/")
-            self.runner.cancel()
-            confirmer.join(timeout=10)
-            return
-        if self.confirming:
-            self.progress.note(f"fuzzing done; confirming {len(self.confirming)} candidate(s) in fresh processes")
-        limit = time.monotonic() + self.config.confirm_grace
-        while self.confirming and time.monotonic() < limit and confirmer.is_alive():
-            time.sleep(0.5)
-        if self.confirming:
-            self.progress.note("confirmation grace period over; the rest is kept in unconfirmed/")
-            self.runner.cancel()
-            confirmer.join(timeout=10)
-
     def _watchdog(self, workers, now):
         for w in workers:
             if not w.busy or w.killed_for:
@@ -951,46 +392,50 @@ class Campaign:
             elif w.rss_mb() > self.config.memory_limit_mb:
                 w.kill("out-of-memory")
 
-    def _handle(self, worker: Worker, msg, workers, accepting):
-        if msg is None:  # the worker process ended
+    def _handle(self, worker: Worker, event, workers, accepting):
+        if event is None:  # the worker process ended
             return self._worker_ended(worker, workers, accepting)
-        event = msg["event"]
-        if event == "ready":
+        if isinstance(event, Ready):
             worker.ready = True
-        elif event == "canary":
-            self._canary_done(worker, msg)
-        elif event == "warm":
+        elif isinstance(event, CanaryDone):
+            self._canary_done(worker, event.body)
+        elif isinstance(event, Warm):
             worker.warming = False
-        elif event in ("started", "planned"):
-            worker.case = msg["case"]  # "planned": guard-directed calls were appended
-        elif event == "judged":
-            worker.judged = [Verdict.from_json(v) for v in msg["verdicts"]]
-        elif event == "result":
-            if "case" in msg:
-                worker.case = msg["case"]
-            verdicts = [Verdict.from_json(v) for v in msg.get("verdicts", [])]
-            if str(msg.get("index")).startswith(CORPUS_PREFIX) and ("internal_error" in msg or not msg["valid"]):
-                # A stored case this torch or symfuzz no longer runs (it was stored by an older
-                # one): stale, not a sign that this run tests nothing.
-                self.stats.replay["stale"] = self.stats.replay.get("stale", 0) + 1
-                self.stats.count_index(msg["index"])
-                worker.index = worker.case = None
-                worker.judged = []
-                return workers
-            self.stats.add_result(msg, verdicts)
-            if "internal_error" in msg:
-                self._record_internal_error(msg["index"], msg["internal_error"])
-            self._record_health("internal_error" in msg or not msg["valid"])
-            if "internal_error" not in msg:
-                self._add_to_corpus(worker.case, msg)
-            for verdict in verdicts[:1]:
-                if str(msg.get("index")).startswith(CORPUS_PREFIX):
-                    self.replayed_candidates.add(verdict.signature)
-                self.candidate(Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
-                                       triage=msg.get("triage", {})))
+        elif isinstance(event, (Started, Planned)):
+            worker.case = event.case  # Planned: guard-directed calls were appended
+        elif isinstance(event, Judged):
+            worker.judged = [Verdict.from_json(v) for v in event.verdicts]
+        elif isinstance(event, Result):
+            self._finished(worker, event.index, event.body)
+        return workers
+
+    def _finished(self, worker: Worker, index, result: CaseResult) -> None:
+        """Count a finished case, keep what it reached, and pass its failure on to be confirmed."""
+        if result.case is not None:
+            worker.case = result.case
+        verdicts = [Verdict.from_json(v) for v in result.verdicts]
+        failed = result.internal_error is not None
+        if is_corpus_index(index) and (failed or not result.valid):
+            # A stored case this torch or symfuzz no longer runs (it was stored by an older
+            # one): stale, not a sign that this run tests nothing.
+            self.stats.replay["stale"] = self.stats.replay.get("stale", 0) + 1
+            self.stats.count_index(index)
             worker.index = worker.case = None
             worker.judged = []
-        return workers
+            return
+        self.stats.add_result(index, result, verdicts)
+        if failed:
+            self._record_internal_error(index, result.internal_error)
+        self._record_health(failed or not result.valid)
+        if not failed:
+            self.cases.add_to_corpus(worker.case, index, result)
+        for verdict in verdicts[:1]:
+            if is_corpus_index(index):
+                self.cases.replayed_candidates.add(verdict.signature)
+            self.confirmation.candidate(Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
+                                                triage=result.triage))
+        worker.index = worker.case = None
+        worker.judged = []
 
     def _worker_ended(self, worker: Worker, workers, accepting):
         code = worker.wait()
@@ -1002,7 +447,7 @@ class Campaign:
             self.stats.counts["worker_deaths"] += 1
             finding = self.death_finding(worker, code)
             if finding is not None:
-                self.candidate(finding)
+                self.confirmation.candidate(finding)
             else:  # it died while generating: not a compiler finding, but never silent
                 self._record_internal_error(
                     worker.index, f"worker died while generating the case (exit {code}, {worker.killed_for or 'no kill'})")
@@ -1043,42 +488,15 @@ class Campaign:
         return (f"no worker became ready within {self.startup_timeout:.0f}s (importing torch and symfuzz hangs?); "
                 f"see the worker logs: {logs}")
 
-    def _shelve_unconfirmed(self) -> None:
-        """Keep every candidate that never got a fresh-process verdict."""
-        pending = []
-        if self.in_confirmation is not None and self.in_confirmation.confirmation is None:
-            pending.append(self.in_confirmation)
-        while True:
-            try:
-                finding = self.confirm_queue.get_nowait()
-            except queue.Empty:
-                break
-            if finding is not None:
-                pending.append(finding)
-        with self.lock:
-            for twins in self.twins.values():
-                pending.extend(twins)
-            self.twins.clear()
-        # The earlier run's candidates this run decided leave unconfirmed/; those still pending
-        # stay there as they are (the folder holds them), and new ones are added.
-        resumed = {id(f) for f in self.resumed_unconfirmed}
-        pending_sigs = {f.signature for f in pending if id(f) in resumed}
-        for sig in sorted({f.signature for f in self.resumed_unconfirmed} - pending_sigs):
-            shutil.rmtree(self.unconfirmed.path(sig), ignore_errors=True)
-        for finding in pending:
-            if id(finding) not in resumed:
-                self.unconfirmed.add(finding)
-            self.summary["unconfirmed"] += 1
-
     def write_stats(self, wall: float) -> dict:
         extra = {
-            "confirmed": len(self.confirmed) if self.config.confirm else 0,
+            "confirmed": len(self.confirmation.confirmed) if self.config.confirm else 0,
             "reported_unconfirmed": self.summary["reported_unconfirmed"],
             "flaky": self.summary["flaky"],
             "suspect": self.summary["suspect"],
             "unconfirmed": self.summary["unconfirmed"],
             "duplicates": self.summary["duplicates"],
-            "signatures": sorted(self.confirmed),
+            "signatures": sorted(self.confirmation.confirmed),
             "interrupted": self.interrupted,
             "interrupted_by": self.interrupted_by,
             "minified": self.minified,
@@ -1128,25 +546,3 @@ def _signals_deferred():
                 handler(caught[0], None)  # raises KeyboardInterrupt or Terminated
             elif handler == signal.SIG_DFL:
                 os.kill(os.getpid(), caught[0])
-
-
-def _stored_signatures(root: Path) -> list[str]:
-    """The signatures a store folder holds: its folders with a finding.json, less hidden ones
-    (a finding a killed writer left before renaming it into place)."""
-    return sorted(p.parent.name for p in Path(root).glob("*/finding.json") if not p.parent.name.startswith("."))
-
-
-def _explained_by_rounding(finding: Finding) -> Optional[str]:
-    """A discrete output (a comparison, all/any, argmax, sort indices...) that flipped where
-    rounding explains it (oracles/differential.py): kept in suspect/ with the reason, never
-    a finding."""
-    return getattr(finding.verdict.evidence, "rounding", None)
-
-
-def _slow_by_design(finding: Finding) -> Optional[str]:
-    """A timeout of a case compiled under z3 translation validation is the
-    validator's documented cost (30-100x slower compiles), not a hang in torch."""
-    fx = (finding.case or {}).get("schedule", {}).get("config", {}).get("fx", {})
-    if finding.verdict.symptom == "timeout" and fx.get("translation_validation"):
-        return "timed out under translation validation, which makes compiles 30-100x slower by design"
-    return None

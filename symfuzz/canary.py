@@ -17,6 +17,7 @@ from typing import Optional
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import Input, OpNode, Program
 from symfuzz.health import exception_line
+from symfuzz.messages import CaseResult
 
 
 def canary_case() -> Case:
@@ -35,24 +36,26 @@ def canary_case() -> Case:
     return Case(program, Schedule(dynamic=None, calls=calls), origin={"canary": True})
 
 
-def canary_failure(result: dict) -> Optional[str]:
+def canary_failure(result) -> Optional[str]:
     """What went wrong with the canary, from the worker's answer; None if it passed.
 
-    ``result`` is a ``run_case`` result, or ``{"internal_error": traceback}``.
+    ``result`` is a ``CaseResult`` (``symfuzz.messages``), or the ``run_case`` dict it is made from.
     """
-    if "internal_error" in result:
-        return f"internal error in the worker: {exception_line(result['internal_error'])}"
-    if not result["valid"]:
+    if isinstance(result, dict):
+        result = CaseResult.from_json(result)
+    if result.internal_error is not None:
+        return f"internal error in the worker: {exception_line(result.internal_error)}"
+    if not result.valid:
         return "the canary program is invalid in eager mode: " + _first_call_error(result, "eager")
-    if not result["compiled"]:
+    if not result.compiled:
         return "torch.compile failed on the canary program: " + _first_call_error(result, "compiled")
-    if result["verdicts"]:
-        verdict = result["verdicts"][0]
+    if result.verdicts:
+        verdict = result.verdicts[0]
         return f"the compiled canary program disagrees with eager: {verdict.get('symptom')} ({verdict.get('signature')})"
-    if result["checked"] < len(canary_case().schedule.calls):
-        return f"only {result['checked']} of the canary's calls could be checked against eager"
+    if result.checked < len(canary_case().schedule.calls):
+        return f"only {result.checked} of the canary's calls could be checked against eager"
     return None
 
 
-def _first_call_error(result: dict, side: str) -> str:
-    return result.get("first_errors", {}).get(side) or "(no error message recorded)"
+def _first_call_error(result: CaseResult, side: str) -> str:
+    return result.first_errors.get(side) or "(no error message recorded)"

@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from symfuzz.campaign import CASE_TIMEOUT_FLOOR, REUSE_CALLS, Campaign, CampaignConfig, CampaignError, Terminated
+from symfuzz.campaign import Campaign, Terminated
 from symfuzz.corpus.atomic import DiskFullError
 from symfuzz.corpus.case_corpus import CorpusError
 from symfuzz.corpus.baseline import DEFAULT_BASELINE, BaselineError, load_baseline, old_signing
@@ -23,6 +23,20 @@ from symfuzz.corpus.finding import FindingFormatError, check_case
 from symfuzz.corpus.store import scan_findings
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.specs import all_specs
+from symfuzz.fuzz_run import (  # noqa: F401 - the exit codes and summary are re-exported for callers
+    EXIT_ENVIRONMENT,
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    GateOptions,
+    write_report_files,
+    fuzz_exit_code,
+    print_internal_errors,
+    print_summary,
+    run_fuzz,
+)
 from symfuzz.gate import POLICIES, fails, gate_exit_code, judge_findings, write_gate
 from symfuzz.merge import MergeError, merge_outputs
 from symfuzz.minifier.driver import format_report
@@ -30,11 +44,11 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
 from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
 from symfuzz.oracles.lanes.lane import LANES, get_lane
+from symfuzz.settings import CASE_TIMEOUT_FLOOR, REUSE_CALLS, CampaignConfig
 from symfuzz.issue_report import IssueError, issue_report
-from symfuzz.report import load_run, write_reports
+from symfuzz.report import load_run
 from symfuzz.resume import OutFolderError
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
 FUZZ_EXIT_CODES = """\
 exit codes:
@@ -613,8 +627,7 @@ def cmd_fuzz(args) -> int:
         raise UsageError("--ray-address is for --executor ray")
     if args.executor == "ray":
         _check_ray()
-    gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation,
-                  "guard_planning": not args.no_guard_planning}
+    gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation}
     if args.module_rate is not None:
         gen_config["module_rate"] = args.module_rate
     if args.gradient_share is not None:
@@ -653,73 +666,14 @@ def cmd_fuzz(args) -> int:
         resume=args.resume,
         reuse_calls=args.reuse_calls,
         throughput_settings=not args.no_throughput_settings,
+        guard_planning=not args.no_guard_planning,
     )
     try:
         campaign = Campaign(config)  # refuses an --out that holds another run (unless --resume)
     except (OutFolderError, CorpusError) as exc:
         raise UsageError(str(exc)) from None
-    # A resumed --out holds the earlier run's gate: this run's gate judges anew.
-    (args.out / "gate.json").unlink(missing_ok=True)
-    shard = f", shard {args.shard[0]}/{args.shard[1]}" if args.shard else ""
-    resumed = (f" (resuming: {len(campaign.stats.indices)} cases done)" if campaign.stats.prior_wall or
-               campaign.stats.indices else "")
-    print(f"symfuzz: lane {lane.name}, seed {args.seed}{shard}, budget {args.budget:.0f}s, {args.jobs} workers "
-          f"-> {args.out}{resumed}", file=sys.stderr)
-    try:
-        stats = campaign.run()
-    except CampaignError as exc:
-        print(f"symfuzz fuzz: {exc}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    terminated = stats["findings"].get("interrupted_by") == "SIGTERM"
-    gate = None
-    # A stopped run (a cancelled CI job has seconds before SIGKILL) is judged without reference runs.
-    reference = None if stats["findings"]["interrupted"] else args.reference_python
-    try:
-        gate = judge_findings(args.out, args.fail_on, baseline, reference, args.reference_timeout,
-                              note=lambda message: print(message, file=sys.stderr) if not args.quiet else None,
-                              signatures=stats["findings"]["signatures"])
-    except KeyboardInterrupt as exc:  # stopped while judging: what was found is kept, unjudged
-        terminated = terminated or isinstance(exc, Terminated)
-        stats["findings"]["interrupted"] = True
-    print_summary(stats, args.out, gate)
-    code = fuzz_exit_code(stats, gate)
-    if stats["findings"]["interrupted"] and terminated:
-        code = EXIT_TERMINATED
-    if gate is not None:
-        write_gate(args.out, gate, code)
-    if args.report:
-        try:
-            print(f"reports    {_write_reports(args.out)}")
-        except (OSError, ValueError) as exc:  # the run's verdict stands; only its reports are missing
-            print(f"symfuzz fuzz: could not write the reports: {exc}", file=sys.stderr)
-    problems = stats["health"]["problems"]
-    if problems and code != EXIT_INTERRUPTED:
-        found = stats["findings"]["confirmed"] + stats["findings"]["reported_unconfirmed"]
-        verdict = ("symfuzz or its environment is wrong, not torch; the run tested less than it claims"
-                   + (f"; its {found} finding(s) are real and kept" if found else ""))
-        print(f"symfuzz fuzz: {'; '.join(problems)} ({verdict}; causes and tracebacks: "
-              f"{args.out / 'internal_errors.json'})", file=sys.stderr)
-    return code
-
-
-def fuzz_exit_code(stats: dict, gate: dict | None = None) -> int:
-    """The documented exit code (FUZZ_EXIT_CODES) for a campaign's stats and its gate.
-
-    An unhealthy run wins over its findings: it stopped early or tested far
-    less than asked, so a green-or-red-for-bugs answer would mislead; the
-    findings it did confirm are real, printed and kept beside the cause.
-    Otherwise the gate (``symfuzz.gate``) decides which findings fail.
-    """
-    found = stats["findings"]
-    if found["interrupted"]:
-        return EXIT_TERMINATED if found.get("interrupted_by") == "SIGTERM" else EXIT_INTERRUPTED
-    if stats["health"]["problems"]:
-        return EXIT_ENVIRONMENT
-    if gate is not None:
-        return gate_exit_code(gate)
-    if found["confirmed"] or found["reported_unconfirmed"]:
-        return EXIT_FINDINGS
-    return EXIT_OK
+    gate = GateOptions(args.fail_on, baseline, args.reference_python, args.reference_timeout)
+    return run_fuzz(config, gate, reports=args.report, campaign=campaign).code
 
 
 def _baseline(path: Path):
@@ -775,68 +729,6 @@ def _check_ray() -> None:
         import ray  # noqa: F401
     except ImportError:
         raise UsageError("--executor ray needs Ray: pip install 'symfuzz[ray]'") from None
-
-
-def _write_reports(out: Path, dest: Path | None = None) -> str:
-    paths = write_reports(out, dest)
-    return ", ".join(str(p) for p in paths.values())
-
-
-def print_summary(stats: dict, out: Path, gate: dict | None = None) -> None:
-    p, c, f = stats["programs"], stats["calls"], stats["findings"]
-    share = stats["time_share"]
-    print()
-    print(f"programs   {p['generated']} generated, {p['valid']} valid in eager ({p['validity_rate']:.1%}), "
-          f"{p['compiled']} compiled without error")
-    print(f"calls      {c['made']} made, {c['checked']} checked against eager, {c['recompiles']} recompiles")
-    print(f"ops        {stats['distinct_ops']} distinct ops exercised")
-    print("time       " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
-    rate = stats.get("throughput") or {}
-    if rate:
-        print(f"throughput {rate['programs_per_minute']:.1f} programs/min, "
-              f"{rate['checked_calls_per_cpu_minute']:.1f} checked calls and "
-              f"{rate['guard_regions_per_cpu_minute']:.1f} guard regions covered per CPU-minute, "
-              f"{c.get('checked_per_compile', 0):.2f} checked calls per compile")
-    print(f"findings   {f['confirmed']} confirmed in a fresh process, {f['flaky']} flaky, "
-          f"{f['unconfirmed']} not yet confirmed, {f['suspect']} suspect (lane artefacts?), {f['duplicates']} duplicates"
-          + (f", {f['reported_unconfirmed']} reported without confirmation" if f["reported_unconfirmed"] else ""))
-    replay = stats.get("replay") or {}
-    if replay.get("stored"):
-        print(f"corpus     {replay['cases']}/{replay['stored']} stored cases replayed first"
-              + (f", failing: {', '.join(replay['signatures'])}" if replay.get("signatures") else ""))
-    judged = (gate or {}).get("findings", {})
-    for sig in f["signatures"]:
-        entry = judged.get(sig)
-        label = ""
-        if entry is not None:
-            label = ("known" if entry["known"] else "NEW") + (f", {entry['regression']}" if entry["regression"] else "")
-            label = f"[{label}{', fails the run' if entry['fails'] else ''}] "
-        print(f"  {sig}: {label}python {out / 'findings' / sig / 'repro.py'}")
-        if entry is not None and entry.get("reference"):
-            print(f"    reference: {entry['reference']['reason']}")
-        minified = f.get("minified", {}).get(sig)
-        if minified and "after" in minified:
-            print(f"    minified to {minified['after'].get('ops')} ops, {minified['after'].get('calls')} calls: "
-                  f"python {minified['repro']}")
-        elif minified:
-            print(f"    not minified: {minified['error'].splitlines()[0]}")
-    print_internal_errors(stats, out)
-    print(f"stats      {out / 'stats.json'}")
-
-
-def print_internal_errors(stats: dict, out: Path, shown: int = 5) -> None:
-    """Every internal error is listed: by cause, most frequent first."""
-    causes = stats["health"]["internal_error_causes"]
-    if not causes:
-        return
-    total = stats["programs"]["internal_errors"]
-    print(f"internal   {total} symfuzz internal error(s) in {stats['programs']['generated']} programs, "
-          f"{len(causes)} distinct cause(s): symfuzz bugs or a broken environment, not torch findings; "
-          f"one traceback per cause in {out / 'internal_errors.json'}")
-    for group in causes[:shown]:
-        print(f"  {group['count']}x {group['first_line']}  (first at case {group['first_index']})")
-    if len(causes) > shown:
-        print(f"  ... and {len(causes) - shown} more cause(s)")
 
 
 def cmd_replay(args) -> int:
@@ -1014,7 +906,7 @@ def cmd_report(args) -> int:
     else:
         writable_folder(args.dest, "--dest")
     try:
-        print(_write_reports(args.out, args.dest))
+        print(write_report_files(args.out, args.dest))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:

@@ -378,6 +378,15 @@ def merge_stats(sources: list[Source], shards: bool, duplicates: int) -> dict:
             shard = s.stats.get("shard")
             names.extend(shard if isinstance(shard, list) else [s.label])
         take("shard", names)
+    if present("settings"):
+        # One campaign's settings record (symfuzz.settings.RunSettings); each shard's names its
+        # own shard, which "shard" above merges. The rest should agree.
+        settings = [{k: v for k, v in (s.stats.get("settings") or {}).items() if k != "shard"} for s in sources]
+        take("settings", settings[0])
+        differ = sorted({k for other in settings[1:] for k in set(other) | set(settings[0])
+                         if other.get(k) != settings[0].get(k)})
+        if differ:
+            notes.append(f"settings differ ({', '.join(differ)}; kept {sources[0].label}'s)")
     _merge_indices(sources, shards, take, notes)
     if present("replay"):
         take("replay", _merge_replay([s.stats.get("replay") for s in sources], notes))

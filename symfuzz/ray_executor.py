@@ -11,7 +11,7 @@ its watchdog kills a worker past the case timeout or the memory limit, and a
 worker's death becomes a finding and a fresh worker takes the slot.
 
 ``RayWorker`` is the driver's side of one actor: it offers the campaign the
-interface of ``symfuzz.campaign.Worker``, and a thread that asks the actor for
+interface of ``symfuzz.local_worker.Worker``, and a thread that asks the actor for
 what its worker wrote (protocol lines, stderr, resident memory) and puts each
 protocol message on the campaign's event queue, then ``(worker, None)`` once
 the worker process has ended. The worker's stderr is gathered on the driver
@@ -22,7 +22,6 @@ driver.
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import queue
@@ -41,6 +40,7 @@ import ray
 from symfuzz.corpus.deaths import ask_for_stack
 from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.corpus.replay import resident_mb
+from symfuzz.messages import decode_event
 from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
 
 POLL_SECONDS = 0.5  # how long one read_events call waits for the worker to write something
@@ -190,10 +190,9 @@ class RayWorker(WorkerSlot):
                 self._write_log(reply["stderr"])
                 self._rss = reply["rss_mb"]
                 for line in reply["lines"]:
-                    try:
-                        self.events.put((self, json.loads(line)))
-                    except json.JSONDecodeError:
-                        continue
+                    event = decode_event(line)
+                    if event is not None:  # a line cut short by a death is no event
+                        self.events.put((self, event))
                 if reply["ended"]:
                     self.returncode = reply["returncode"]
                     break
@@ -219,8 +218,8 @@ class RayWorker(WorkerSlot):
         except Exception:  # noqa: BLE001 - the actor is gone or unreachable; its poll thread says so
             return None
 
-    def _send(self, request: dict) -> bool:
-        sent = self._call("send", json.dumps(request))
+    def _send(self, line: str) -> bool:
+        sent = self._call("send", line)
         if sent is None and not self._ended.is_set():
             self.kill("unreachable")  # the actor did not answer: end it, so that its end-of-stream event comes
         return bool(sent)

@@ -2,8 +2,9 @@
 
 A campaign writes what it needs to continue into ``OUT/campaign-state.json`` (beside
 stats.json, at the same moments): the counters behind stats.json, the case indices
-it finished, the corpus cases it replayed, and what fixes its cases (seed, lane,
-shard, generator settings, torch version). ``--resume`` checks that the new run
+it finished, the corpus cases it replayed, and what fixes its cases and their checks
+(``symfuzz.settings.RunSettings.identity``: seed, lane, shard, generator settings, guard
+planning, reused calls; and the torch version). ``--resume`` checks that the new run
 draws the same cases, then carries the counters over and runs the indices not yet
 finished. Without ``--resume``, a folder that is not empty is refused: stats that
 restart beside findings that stay would count duplicates wrong.
@@ -27,15 +28,15 @@ class OutFolderError(Exception):
 
 
 def identity(config, torch_version: Optional[str]) -> dict:
-    """What fixes case i of a campaign: a resumed run must draw the same cases."""
-    return {"seed": config.seed, "lane": config.lane.name, "shard": list(config.shard) if config.shard else None,
-            "gen_config": json.loads(json.dumps(config.gen_config, sort_keys=True)), "torch": torch_version,
-            "confirm": config.confirm}
+    """What fixes case i of a campaign and the checks made on it (``RunSettings.identity``,
+    and the torch version): a resumed run must draw the same cases and check them alike."""
+    return {**config.settings.identity(), "torch": torch_version}
 
 
 # How each identity key is spelled on the command line, for the messages.
 _FLAGS = {"seed": "--seed", "lane": "--lane", "shard": "--shard",
-          "gen_config": "--ops/--max-ops/--translation-validation/--no-guard-planning", "torch": "torch",
+          "gen_config": "--ops/--max-ops/--translation-validation/--module-rate/--gradient-share",
+          "guard_planning": "--no-guard-planning", "reuse_calls": "--reuse-calls", "torch": "torch",
           "confirm": "--no-confirm"}
 
 

@@ -1,6 +1,6 @@
 """stats.json's counted sections, declared once.
 
-The campaign writes them (``campaign.Stats.to_json``), ``symfuzz merge`` adds them up
+The campaign writes them (``stats.Stats.to_json``), ``symfuzz merge`` adds them up
 across output folders, and the reports check their types: all three read their keys
 from here, so a count added here is written, merged and checked alike. What each key
 means is in docs/output.md.

@@ -1,18 +1,11 @@
 """A warm worker process: generates, runs and judges cases on one lane.
 
-Protocol: one JSON object per line. The campaign writes ``{"index": i}``
-(or ``{"canary": true}``, see ``symfuzz.canary``, or ``{"warmup": true}``) on stdin; the worker answers
-on its protocol stream (the original stdout; anything torch prints goes to
-stderr instead):
-
-    {"event": "ready", ...}
-    {"event": "started", "index": i, "case": {...}}   before anything can crash
-    {"event": "result", "index": i, ...}
-    {"event": "canary", ...}                          a result, or {"internal_error": ...}
-    {"event": "warm", ...}                            after {"warmup": true}: the canary program ran again
-
-Because "started" carries the whole case, a segfault, hang or OOM while the
-case runs loses nothing: the campaign records the case as a finding.
+It takes one argument, the campaign's settings record (``symfuzz.settings.RunSettings``,
+as JSON), then speaks the protocol of ``symfuzz.messages``: one request a line on stdin
+(a case to run, the canary, a warm-up), one event a line on its protocol stream (the
+original stdout; anything torch prints goes to stderr instead). Because ``Started``
+carries the whole case, a segfault, hang or OOM while the case runs loses nothing: the
+campaign records the case as a finding.
 """
 
 from __future__ import annotations
@@ -30,7 +23,22 @@ from symfuzz.canary import canary_case
 from symfuzz.corpus.deaths import enable as enable_stack_dumps
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.drawing import generate
+from symfuzz.messages import (
+    CanaryDone,
+    CaseResult,
+    Judged,
+    Planned,
+    Ready,
+    Result,
+    RunCanary,
+    Started,
+    Warm,
+    Warmup,
+    decode_request,
+    encode_event,
+)
 from symfuzz.oracles.lanes.lane import get_lane, prepare_process
+from symfuzz.settings import RunSettings
 
 
 def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=True, reuse_calls=0) -> dict:
@@ -133,53 +141,52 @@ def _first_errors(calls) -> dict:
     return found
 
 
-def run_canary(lane) -> dict:
+def run_canary(lane) -> CaseResult:
     """The canary case (``symfuzz.canary``) through ``run_case``, as generated cases
     go, without guard-directed calls: the canary is a fixed schedule, so it does
-    not depend on which guards this torch installs. Returns the "canary" event."""
+    not depend on which guards this torch installs."""
     t0 = time.perf_counter()
     try:
         result = run_case(canary_case(), lane, plan=False)
     except Exception:  # noqa: BLE001 - the campaign reports it and stops
         result = {"internal_error": traceback.format_exc()}
     result.pop("case", None)
-    return {**result, "event": "canary", "total_seconds": time.perf_counter() - t0}
+    return CaseResult.from_json({**result, "total_seconds": time.perf_counter() - t0})
 
 
-def run_generated(index, seed: int, config, lane, send, stored=None, reuse_calls=0) -> None:
+def run_generated(index, settings: RunSettings, config, lane, send, stored=None) -> None:
     """Generate case ``index`` (or take the ``stored`` case JSON of a corpus replay, its
-    guard-directed calls planned again), run it, and send its "started" and "result" events."""
+    guard-directed calls planned again), run it, and send its ``Started`` and ``Result`` events."""
     t0 = time.perf_counter()
     try:
-        case = Case.from_json(stored).without_planned_calls() if stored is not None else generate(seed, index, config)
+        case = (Case.from_json(stored).without_planned_calls() if stored is not None
+                else generate(settings.seed, index, config))
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
-        send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
+        send(Result(index, CaseResult(internal_error=traceback.format_exc())))
         return
     generate_seconds = time.perf_counter() - t0
-    send({"event": "started", "index": index, "case": case.to_json()})
+    send(Started(index, case.to_json()))
     try:
-        result = run_case(case, lane, on_judged=lambda v: send({"event": "judged", "index": index, "verdicts": v}),
-                          on_plan=lambda c: send({"event": "planned", "index": index, "case": c.to_json()}),
-                          plan=config.guard_planning, reuse_calls=reuse_calls)
+        result = run_case(case, lane, on_judged=lambda v: send(Judged(index, v)),
+                          on_plan=lambda c: send(Planned(index, c.to_json())),
+                          plan=settings.guard_planning, reuse_calls=settings.reuse_calls)
     except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
-        send({"event": "result", "index": index, "internal_error": traceback.format_exc()})
+        send(Result(index, CaseResult(internal_error=traceback.format_exc())))
         return
     result["seconds"]["generate"] = generate_seconds
     result["ops"] = case.program.ops()
-    result.update(event="result", index=index, total_seconds=time.perf_counter() - t0)
-    send(result)
+    result["total_seconds"] = time.perf_counter() - t0
+    send(Result(index, CaseResult.from_json(result)))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m symfuzz.worker")
-    parser.add_argument("--lane", required=True)
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--gen-config", default="{}")
-    parser.add_argument("--reuse-calls", type=int, default=0,
-                        help="more calls per symbolic compile, inside its guards (CampaignConfig.reuse_calls)")
+    parser.add_argument("--settings", required=True, type=json.loads,
+                        help="the campaign's settings record (symfuzz.settings.RunSettings), as JSON")
     args = parser.parse_args(argv)
+    settings = RunSettings.from_json(args.settings)
     # A segfault prints the stack it died on, and so does a hang when the campaign asks
     # before it kills: the finding is signed by that place (corpus/deaths.py).
     enable_stack_dumps()
@@ -188,11 +195,11 @@ def main(argv=None) -> int:
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
-    def send(message: dict) -> None:
-        protocol.write(json.dumps(message, default=str) + "\n")
+    def send(event) -> None:
+        protocol.write(encode_event(event) + "\n")
         protocol.flush()
 
-    lane = get_lane(args.lane)
+    lane = get_lane(settings.lane)
     prepare_process(lane)
     # after prepare_process: see run_case
     import torch
@@ -200,21 +207,21 @@ def main(argv=None) -> int:
     # imports torch (see above)
     from symfuzz.fuzz.generate import GenConfig
 
-    config = GenConfig(**json.loads(args.gen_config))
-    send({"event": "ready", "pid": os.getpid(), "torch": torch.__version__})
+    config = GenConfig(**settings.gen_config)
+    send(Ready(os.getpid(), torch.__version__))
 
     for line in sys.stdin:
         if not line.strip():
             continue
-        request = json.loads(line)
-        if request.get("canary"):
-            send(run_canary(lane))
-        elif request.get("warmup"):  # the canary program again, its result unused (WorkerSlot.start_warmup)
+        request = decode_request(line)
+        if isinstance(request, RunCanary):
+            send(CanaryDone(run_canary(lane)))
+        elif isinstance(request, Warmup):  # the canary program again, its result unused (WorkerSlot.start_warmup)
             t0 = time.perf_counter()
             warm = run_canary(lane)
-            send({"event": "warm", "ok": "internal_error" not in warm, "total_seconds": time.perf_counter() - t0})
+            send(Warm(warm.internal_error is None, time.perf_counter() - t0))
         else:
-            run_generated(request["index"], args.seed, config, lane, send, request.get("case"), args.reuse_calls)
+            run_generated(request.index, settings, config, lane, send, request.case)
     return 0
 
 

@@ -1,6 +1,6 @@
 """What the campaign holds for one worker slot, whichever executor runs the worker.
 
-A local worker process (``symfuzz.campaign.Worker``) and a worker on a Ray node
+A local worker process (``symfuzz.local_worker.Worker``) and a worker on a Ray node
 (``symfuzz.ray_executor.RayWorker``) differ only in how a request reaches the
 worker (``_send``), how it is stopped, and where its log is; the bookkeeping of
 what is in flight, and the requests themselves, are here once.
@@ -13,6 +13,8 @@ import queue
 import time
 from pathlib import Path
 from typing import Optional
+
+from symfuzz.messages import Assign, RunCanary, Warmup, encode_request
 
 # Worker settings chosen for throughput (``CampaignConfig.throughput_settings``). Each
 # one changes how fast a worker compiles, never what it compiles or what the oracles
@@ -32,9 +34,9 @@ THROUGHPUT_ENV = {
 
 
 def worker_args(config) -> list[str]:
-    """The ``python -m symfuzz.worker`` arguments of a campaign's workers, whichever executor."""
-    return ["-m", "symfuzz.worker", "--lane", config.lane.name, "--seed", str(config.seed),
-            "--gen-config", json.dumps(config.gen_config), "--reuse-calls", str(config.reuse_calls)]
+    """The ``python -m symfuzz.worker`` arguments of a campaign's workers, whichever executor:
+    its settings record (``symfuzz.settings.RunSettings``), as JSON."""
+    return ["-m", "symfuzz.worker", "--settings", json.dumps(config.settings.to_json(), sort_keys=True)]
 
 
 def throughput_env(config) -> dict:
@@ -61,8 +63,8 @@ class WorkerSlot:
         self.log_mark = 0
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
 
-    def _send(self, request: dict) -> bool:
-        """Write one request line to the worker; False if it is gone."""
+    def _send(self, line: str) -> bool:
+        """Write one request line (``symfuzz.messages.encode_request``) to the worker; False if it is gone."""
         raise NotImplementedError
 
     def assign(self, index, case: Optional[dict] = None) -> bool:
@@ -70,7 +72,7 @@ class WorkerSlot:
         under the index "corpus:NAME"); False if the worker is already gone."""
         self.index, self.case, self.judged, self.since = index, None, [], time.monotonic()
         self.log_mark = _size(self.log_path)  # where this case's output starts (``case_log``)
-        if self._send({"index": index} if case is None else {"index": index, "case": case}):
+        if self._send(encode_request(Assign(index, case))):
             return True
         self.index = None  # its end-of-stream event will replace it
         self.ready = False
@@ -79,7 +81,7 @@ class WorkerSlot:
     def start_canary(self) -> bool:
         """Hand over the canary; False if the worker is already gone."""
         self.canary, self.since = True, time.monotonic()
-        if self._send({"canary": True}):
+        if self._send(encode_request(RunCanary())):
             return True
         self.canary = False  # never sent: its end-of-stream event says why it is gone
         return False
@@ -90,7 +92,7 @@ class WorkerSlot:
         C++ toolchain, and would otherwise do so inside the budget, in this worker's
         first case, after it waited idle for the canary. False if the worker is gone."""
         self.warming, self.warmed, self.since = True, True, time.monotonic()
-        if self._send({"warmup": True}):
+        if self._send(encode_request(Warmup())):
             return True
         self.warming = False
         return False

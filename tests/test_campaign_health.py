@@ -12,7 +12,7 @@ import time
 
 from conftest import ROOT, planted_env
 from symfuzz.canary import canary_case, canary_failure
-from symfuzz.cli import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, fuzz_exit_code
+from symfuzz.fuzz_run import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, fuzz_exit_code
 from symfuzz.health import InternalErrors, ProgramHealth, cause_of, exception_line, too_many_internal_errors
 
 # ---------------------------------------------------------------- causes

@@ -215,10 +215,11 @@ def test_the_campaign_keeps_an_explained_flip_in_suspect_and_never_confirms_it(t
     verdict = Verdict(ok=False, oracle="differential", symptom="value-mismatch", stage="inductor",
                       signature="value-mismatch-rounding", call_index=0, evidence=evidence)
     campaign = Campaign(CampaignConfig(out=tmp_path / "out", lane=get_lane("eager"), quiet=True))
-    campaign.candidate(Finding(case=fixture.case, verdict=verdict, lane=campaign.config.lane.to_json()))
+    campaign.confirmation.candidate(Finding(case=fixture.case, verdict=verdict, lane=campaign.config.lane.to_json()))
     kept = json.loads((tmp_path / "out" / "suspect" / "value-mismatch-rounding" / "finding.json").read_text())
     assert kept["triage"]["suspect"] == "discrete flip explained by rounding"
-    assert campaign.confirm_queue.empty() and not campaign.confirming and not campaign.confirmed
+    confirmation = campaign.confirmation
+    assert confirmation.queue.empty() and not confirmation.confirming and not confirmation.confirmed
 
 
 # ---------------------------------------------------------------- what rounding can never explain

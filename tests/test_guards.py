@@ -205,7 +205,7 @@ def test_schedule_knobs_shrink_with_the_case():
 
 def test_translation_validation_timeouts_are_kept_apart_not_reported():
     from symfuzz.corpus.finding import Finding
-    from symfuzz.campaign import _slow_by_design
+    from symfuzz.confirmation import _slow_by_design
     from symfuzz.oracles.verdict import Verdict
 
     case = case_of(BRANCHY, [[(8, 3), (7,)]]).to_json()

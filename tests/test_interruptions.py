@@ -136,7 +136,7 @@ def test_resume_runs_the_indices_not_yet_finished(tmp_path):
     first.summary["flaky"] = 2
     first.write_stats(12.5)
     again = Campaign(_config(out, max_cases=8, resume=True))
-    assert again.next_index == 2 and list(again.indices) == [4, 5, 6, 7]
+    assert again.cases.next_index == 2 and list(again.cases.indices) == [4, 5, 6, 7]
     stats = again.write_stats(1.0)
     assert stats["programs"]["generated"] == 3 and stats["findings"]["flaky"] == 2
     assert stats["wall_seconds"] == 13.5 and stats["indices"] == [0, 1, 3]
@@ -150,7 +150,7 @@ def test_resume_after_a_kill_shelves_and_confirms_the_candidates_no_store_holds(
     candidate = json.loads((ROOT / "tests" / "fixtures" / "finding-v1-metadata-mismatch.json").read_text())
     (out / "candidates.jsonl").write_text(json.dumps(candidate) + "\n" + '{"case": {"pro')
     again = Campaign(_config(out, resume=True))
-    assert [f.signature for f in again.resumed_unconfirmed] == [candidate["signature"]]
+    assert [f.signature for f in again.confirmation.resumed_unconfirmed] == [candidate["signature"]]
     assert (out / "unconfirmed" / candidate["signature"] / "finding.json").exists()
     assert again.write_stats(1.0)["findings"]["unconfirmed"] == 0  # queued now; counted again if shelved
 
@@ -170,8 +170,8 @@ def test_resume_confirms_an_unconfirmed_candidate_with_its_twins_and_loses_neith
     first = Campaign(_config(out))
     finding = _fixture_finding()
     twin = replace(finding, case={**finding.case, "origin": {**finding.case["origin"], "index": 99}})
-    first.unconfirmed.add(finding)
-    first.unconfirmed.add(twin)  # a later case with that signature: unconfirmed/S/duplicates.jsonl
+    first.confirmation.unconfirmed.add(finding)
+    first.confirmation.unconfirmed.add(twin)  # a later case with that signature: unconfirmed/S/duplicates.jsonl
     first.summary["unconfirmed"] = 2
     first.write_stats(1.0)
     sig = finding.signature
@@ -179,24 +179,24 @@ def test_resume_confirms_an_unconfirmed_candidate_with_its_twins_and_loses_neith
     # Killed before shelving anything, twice over: the count is taken from the folder, never negative.
     for _ in range(2):
         again = Campaign(_config(out, resume=True))
-        assert [f.signature for f in again.resumed_unconfirmed] == [sig, sig]
+        assert [f.signature for f in again.confirmation.resumed_unconfirmed] == [sig, sig]
         assert again.write_stats(1.0)["findings"]["unconfirmed"] == 0  # both queued, not shelved
 
     # Stopped with both still pending: the folder stays as it was; both are counted.
-    for f in again.resumed_unconfirmed:
-        again._to_confirm(f)
+    for f in again.confirmation.resumed_unconfirmed:
+        again.confirmation.to_confirm(f)
     before = (out / "unconfirmed" / sig / "duplicates.jsonl").read_text()
-    again._shelve_unconfirmed()
+    again.confirmation.shelve_unconfirmed()
     assert again.summary["unconfirmed"] == 2
     assert (out / "unconfirmed" / sig / "duplicates.jsonl").read_text() == before
 
     # Decided (reproduced): the finding and its twin go to findings/, and unconfirmed/ lets go.
     third = Campaign(_config(out, resume=True))
-    for f in third.resumed_unconfirmed:
-        third._to_confirm(f)
-    queued = third.confirm_queue.get_nowait()
-    third.record_confirmation(queued, Outcome("reproduced", 1, sig, 3.0, ""))
-    third._shelve_unconfirmed()
+    for f in third.confirmation.resumed_unconfirmed:
+        third.confirmation.to_confirm(f)
+    queued = third.confirmation.queue.get_nowait()
+    third.confirmation.record(queued, Outcome("reproduced", 1, sig, 3.0, ""))
+    third.confirmation.shelve_unconfirmed()
     assert not (out / "unconfirmed" / sig).exists() and third.summary["unconfirmed"] == 0
     assert len((out / "findings" / sig / "duplicates.jsonl").read_text().splitlines()) == 1
 
@@ -211,7 +211,7 @@ def test_resume_ignores_hidden_folders_and_judges_orphans_before_confirming_them
     candidate["verdict"]["evidence"]["rounding"] = "discrete flip explained by rounding: element [0]"
     (out / "candidates.jsonl").write_text(json.dumps(candidate) + "\n")
     again = Campaign(_config(out, resume=True))
-    assert again.confirmed == set() and again.resumed_unconfirmed == []
+    assert again.confirmation.confirmed == set() and again.confirmation.resumed_unconfirmed == []
     kept = json.loads((out / "suspect" / candidate["signature"] / "finding.json").read_text())
     assert kept["triage"]["suspect"].startswith("discrete flip explained by rounding")
 
@@ -227,6 +227,8 @@ def test_hidden_files_do_not_make_an_out_folder_busy(tmp_path):
     ({"shard": (1, 2)}, "--shard: None there"),
     ({"gen_config": {"max_ops": 3}}, "--ops/--max-ops"),
     ({"confirm": False}, "--no-confirm: True there, False now"),
+    ({"reuse_calls": 0}, "--reuse-calls: 3 there, 0 now"),
+    ({"guard_planning": False}, "--no-guard-planning: True there, False now"),
 ])
 def test_resume_refuses_a_campaign_that_draws_other_cases(tmp_path, change, message):
     out = tmp_path / "out"
@@ -351,24 +353,25 @@ def test_once_max_findings_are_confirmed_the_other_candidates_wait_in_unconfirme
     from symfuzz.corpus.replay import ReplayOutcome as Outcome
 
     campaign = Campaign(_config(tmp_path / "out", max_findings=1))
+    confirmation = campaign.confirmation
     finding = _fixture_finding()
-    campaign.confirming.add(finding.signature)
-    campaign.record_confirmation(finding, Outcome("reproduced", 1, finding.signature, 3.0, ""))
-    assert len(campaign.confirmed) == 1
+    confirmation.confirming.add(finding.signature)
+    confirmation.record(finding, Outcome("reproduced", 1, finding.signature, 3.0, ""))
+    assert len(confirmation.confirmed) == 1
     pending = json.loads(json.dumps(finding.to_json()))
     pending["verdict"]["signature"] = pending["signature"] = "metadata-mismatch-another"
     pending.pop("confirmation", None)  # not yet run in a fresh process
     from symfuzz.corpus.finding import Finding
 
     other = Finding.from_json(pending)
-    campaign.confirming.add(other.signature)
-    campaign.in_confirmation = other  # its fresh-process run is in flight: minutes, for a heavy program
+    confirmation.confirming.add(other.signature)
+    confirmation.in_confirmation = other  # its fresh-process run is in flight: minutes, for a heavy program
     cancelled = threading.Event()
-    campaign.runner.cancel = cancelled.set
+    confirmation.runner.cancel = cancelled.set
     confirmer = threading.Thread(target=cancelled.wait, args=(30,))
     confirmer.start()
     started = time.monotonic()
-    campaign._finish_confirmations(confirmer)
+    confirmation.finish(confirmer)
     assert cancelled.is_set() and time.monotonic() - started < 5, "not waited for: the run asked for one"
-    campaign._shelve_unconfirmed()
+    confirmation.shelve_unconfirmed()
     assert campaign.summary["unconfirmed"] == 1 and (tmp_path / "out" / "unconfirmed" / other.signature).exists()

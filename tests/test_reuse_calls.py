@@ -8,7 +8,8 @@ import json
 
 import torch
 
-from symfuzz.campaign import CampaignConfig, Stats
+from symfuzz.settings import CampaignConfig
+from symfuzz.stats import Stats
 from symfuzz.fuzz.case import Case
 from symfuzz.merge import Source, merge_stats
 from symfuzz.oracles.lanes import execute as execute_module
@@ -118,10 +119,11 @@ def test_a_planted_unsound_guard_is_still_found(monkeypatch):
 def test_worker_settings_follow_the_campaign_config(tmp_path):
     config = CampaignConfig(out=tmp_path, lane=get_lane("eager"))
     assert config.reuse_calls > 0 and config.throughput_settings
-    assert worker_args(config)[-2:] == ["--reuse-calls", str(config.reuse_calls)]
+    assert worker_args(config)[-2] == "--settings"
+    assert json.loads(worker_args(config)[-1])["reuse_calls"] == config.reuse_calls
     assert throughput_env(config) == THROUGHPUT_ENV
     old = CampaignConfig(out=tmp_path, lane=get_lane("eager"), reuse_calls=0, throughput_settings=False)
-    assert worker_args(old)[-1] == "0" and throughput_env(old) == {}
+    assert json.loads(worker_args(old)[-1])["reuse_calls"] == 0 and throughput_env(old) == {}
 
 
 def _stats(tmp_path, checked, regions, compiles, wall, jobs=2):

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT
 from symfuzz import merge, report
-from symfuzz.campaign import Stats
+from symfuzz.stats import Stats
 from symfuzz.stats_schema import COUNT, COUNTS, RATIO, SECTIONS, keys_of, section, summed
 
 UNIT_TIER = True
@@ -19,7 +19,7 @@ UNIT_TIER = True
 
 def _campaign_stats() -> dict:
     config = SimpleNamespace(jobs=2, seed=0, lane=SimpleNamespace(name="eager"), max_cases=None, shard=None,
-                             executor="local", budget=60.0)
+                             executor="local", budget=60.0, settings=SimpleNamespace(to_json=dict))
     stats = Stats(config)
     stats.counts.update({counter: n + 1 for section in SECTIONS.values()
                          for n, (kind, counter) in enumerate(section.values()) if kind == COUNT})
@@ -27,7 +27,7 @@ def _campaign_stats() -> dict:
 
 
 def test_the_campaign_writes_exactly_the_declared_keys_from_its_counters(monkeypatch):
-    monkeypatch.setattr("symfuzz.campaign.environment", lambda: {})
+    monkeypatch.setattr("symfuzz.stats.environment", lambda: {})
     written = _campaign_stats()
     for name, keys in SECTIONS.items():
         assert list(written[name]) == list(keys), name

@@ -1,0 +1,169 @@
+"""What stats.json reports: a campaign's counts, times and what its cases reached.
+
+``Stats`` adds up the workers' results (``symfuzz.messages.CaseResult``) and writes the
+counted sections as ``symfuzz.stats_schema`` declares them; ``--resume`` carries its
+counters over (``Stats.restore``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from symfuzz.corpus.finding import environment
+from symfuzz.messages import CORPUS_PREFIX, CaseResult
+from symfuzz.oracles.verdict import Verdict
+from symfuzz.report import throughput
+from symfuzz.settings import CampaignConfig
+from symfuzz.stats_schema import section as stats_section
+
+MOTIF_PREFIX = "motif:"
+RECOMPILE_PREFIX = "recompile-class:"
+
+
+class Stats:
+    """What stats.json reports."""
+
+    def __init__(self, config: CampaignConfig):
+        self.started = time.time()
+        self.config = config
+        self.counts = Counter()
+        self.seconds = Counter()
+        self.ops = Counter()
+        self.graphs_per_call = Counter()
+        self.planned = Counter()
+        self.indices: list[int] = []  # generated case indices that finished (stats.json "indices")
+        self.replay = {"cases": 0, "first_verdict_seconds": None, "seconds": None, "signatures": []}
+        self.prior_wall = 0.0  # the wall time of the runs this one resumes
+        self.replayed: list[str] = []  # names of the corpus cases replayed (for --resume)
+
+    def restore(self, state: dict) -> None:
+        """Carry over the counters of the run this one resumes (symfuzz.resume)."""
+        self.counts.update(state["counts"])
+        self.seconds.update(state["seconds"])
+        self.ops.update(state["ops"])
+        self.graphs_per_call.update(state["graphs_per_call"])
+        self.planned.update(state["planned"])
+        self.indices = list(state["indices"])
+        self.replay.update(state["replay"])
+        self.replayed = list(state["replayed"])
+        self.prior_wall = float(state["wall_seconds"])
+
+    def add_result(self, index, result: CaseResult, verdicts: list[Verdict]) -> None:
+        """Count one finished case; ``verdicts``: its failing verdicts, parsed."""
+        c = self.counts
+        c["programs_generated"] += 1
+        self.count_index(index)
+        if result.internal_error is not None:
+            c["internal_errors"] += 1
+            return
+        c["programs_valid"] += result.valid
+        c["programs_compiled"] += result.compiled
+        c["programs_called"] += result.calls > 0
+        c["calls"] += result.calls
+        c["calls_checked"] += result.checked
+        c["recompiles"] += result.recompiles
+        c["candidates"] += bool(verdicts)
+        for name, value in result.seconds.items():
+            self.seconds[name] += value
+        self.ops.update(result.ops)
+        for g in result.graphs:
+            self.graphs_per_call[str(g)] += 1
+        c["graphs_compiled"] += sum(g for g in result.graphs if g > 0)
+        guards = result.guards or {}
+        if guards.get("regions"):
+            c["programs_with_guards"] += 1
+            c["guard_regions"] += guards["regions"]
+            c["guard_regions_covered"] += guards.get("covered", 0)
+        c["over_guards"] += guards.get("over_guards", 0)
+        c["unexplained_recompiles"] += guards.get("unexplained_recompiles", 0)
+        c["recompiles_explained"] += guards.get("recompiles_explained", 0)
+        c["recompiles_unexplained"] += guards.get("recompiles_unexplained", 0)
+        features = result.features or {}
+        c["gradient_calls_checked"] += features.get("gradient_calls", 0)
+        c["programs_with_gradients"] += features.get("gradient_calls", 0) > 0
+        c["programs_with_scalar_inputs"] += bool(features.get("scalar_inputs"))
+        c["programs_with_modules"] += bool(features.get("module"))
+        # Per-motif counts ride in the counts (so --resume carries them), under a prefix.
+        c.update(MOTIF_PREFIX + str(m) for m in features.get("motifs") or [])
+        for name, count in (guards.get("recompile_classes") or {}).items():
+            c[RECOMPILE_PREFIX + str(name)] += count
+        c["rejected_calls"] += result.rejected
+        c["planned_reused"] += result.planned_reused
+        c["reuse_more_reused"] += result.reuse_more_reused
+        self.planned.update(result.planned)
+        for verdict in verdicts:
+            if verdict.symptom == "over-specialization":
+                c["over_specializations"] += 1
+
+    def count_index(self, index) -> None:
+        """Record a finished case: a generated index, or a corpus replay ("corpus:NAME")."""
+        if isinstance(index, int):
+            self.indices.append(index)
+        elif isinstance(index, str) and index.startswith(CORPUS_PREFIX):
+            self.replayed.append(index[len(CORPUS_PREFIX):])
+            self.replay["cases"] += 1
+            elapsed = round(time.time() - self.started, 2)
+            if self.replay["first_verdict_seconds"] is None:
+                self.replay["first_verdict_seconds"] = elapsed
+            if self.replay["cases"] >= self.replay.get("stored", 0):
+                self.replay["seconds"] = elapsed
+
+    def timeline_line(self, wall: float, confirmed: int, tracked: dict) -> dict:
+        c = self.counts
+        wall += self.prior_wall
+        return {"t": round(wall, 2), "programs": c["programs_generated"], "valid": c["programs_valid"],
+                "calls": c["calls"], "checked": c["calls_checked"], "findings": confirmed,
+                "candidates": c["candidates"], "distinct_ops": len(self.ops), "guard_regions": c["guard_regions"],
+                "guard_regions_covered": c["guard_regions_covered"],
+                "seconds": {k: round(v, 2) for k, v in tracked.items()}}
+
+    def to_json(self, wall: float, extra: dict) -> dict:
+        c = self.counts
+        wall += self.prior_wall
+        generated = max(c["programs_generated"], 1)
+        # Workers run for the whole wall time; fresh-process confirmations run
+        # beside them, so their time adds to the total rather than hiding in it.
+        worker_seconds = wall * self.config.jobs + self.seconds["confirm"]
+        tracked = {
+            "generating": self.seconds["generate"],
+            "compiling": self.seconds["compile"],
+            "running": self.seconds["run"],
+            # reading the guards and solving for calls with z3, and the rest of a case's
+            # execution around its calls (loading the program, resetting Dynamo)
+            "planning": self.seconds["execute_other"],
+            "oracles": self.seconds["oracle"] + self.seconds["confirm"],
+        }
+        tracked["overhead"] = max(0.0, worker_seconds - sum(tracked.values()))
+        shard = self.config.shard
+        return {
+            "seed": self.config.seed,
+            "lane": self.config.lane.name,
+            "jobs": self.config.jobs,
+            "max_cases": self.config.max_cases,
+            "shard": {"index": shard[0], "count": shard[1]} if shard else None,
+            "executor": self.config.executor,
+            "indices": sorted(self.indices),
+            "replay": dict(self.replay),
+            "budget_seconds": self.config.budget,
+            "settings": self.config.settings.to_json(),
+            "wall_seconds": round(wall, 2),
+            "environment": environment(),
+            "programs": stats_section("programs", c, {"validity_rate": round(c["programs_valid"] / generated, 4)}),
+            "calls": stats_section("calls", c, {
+                "checked_per_compile": round(c["calls_checked"] / c["graphs_compiled"], 3) if c["graphs_compiled"] else 0,
+                "graphs_compiled_per_call": dict(self.graphs_per_call)}),
+            "guards": stats_section("guards", c, {
+                "coverage": round(c["guard_regions_covered"] / c["guard_regions"], 4) if c["guard_regions"] else 0,
+                "planned_calls": dict(self.planned),
+                "recompile_classes": {k[len(RECOMPILE_PREFIX):]: v for k, v in sorted(c.items())
+                                      if k.startswith(RECOMPILE_PREFIX)}}),
+            "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
+            "findings": extra,
+            "time_seconds": {k: round(v, 2) for k, v in tracked.items()},
+            "throughput": throughput(c["programs_generated"], c["calls_checked"], c["guard_regions_covered"],
+                                     wall, worker_seconds),
+            "time_share": {k: round(v / worker_seconds, 4) if worker_seconds else 0 for k, v in tracked.items()},
+            "ops": dict(sorted(self.ops.items())),
+            "distinct_ops": len(self.ops),
+        }
