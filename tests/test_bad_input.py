@@ -10,6 +10,7 @@ Bad file contents (findings, baselines, stores) are tests/test_bad_input_files.p
 
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import os
@@ -266,7 +267,7 @@ def test_help_states_defaults_and_exit_codes(capsys, command):
     assert code == 0
     assert "exit codes" in out and "2 " in out.split("exit codes", 1)[1]
     parser = cli.build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction)).choices[command]
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
     for action in sub._actions:
         if action.option_strings and action.default not in (None, False) and action.help != "==SUPPRESS==" \
                 and action.dest != "help":
