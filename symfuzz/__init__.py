@@ -9,21 +9,17 @@ This package's own modules are the app: campaign, workers and the CLI.
 
 Importing ``symfuzz`` imports nothing else: the pytest plugin
 (``symfuzz.opcheck.plugin``) loads with every pytest run and must not import torch.
+
+In a checkout, ``symfuzz/fuzz`` and its siblings are links to the top-level folders, so
+that ``symfuzz.fuzz`` resolves by the ordinary rules wherever ``symfuzz`` is found: from
+the checkout itself (``python -m symfuzz.worker`` run at its root), through the installed
+package (``pyproject.toml`` maps the folders with ``package-dir``), and in static tools
+(pyright, editors).
 """
 
-import os
 from importlib.metadata import PackageNotFoundError, version
 
 try:
     __version__ = version("symfuzz")
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "unknown"
-
-# In a source checkout the subpackages are the folders beside this one (fuzz/,
-# oracles/, ...), which pyproject.toml maps into this package when it is installed.
-# Where this file is imported from the checkout itself (``python -m symfuzz.worker``
-# run from the repository root puts the root first on sys.path, ahead of any
-# installed copy), look for them there too.
-_checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if os.path.isfile(os.path.join(_checkout, "fuzz", "ir.py")):
-    __path__.append(_checkout)

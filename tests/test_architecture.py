@@ -1,15 +1,18 @@
 """The package's structure: one installed name, layers that import only downward, no cycles.
 
 docs/architecture.md describes the layers; this test keeps the code to it. It reads
-imports from the source (ast), so it runs no project code.
+imports from the source (ast), so it runs no project code; the last test imports the
+package, to see where its names resolve.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import tomllib
 from pathlib import Path
 
+import symfuzz.fuzz
 from conftest import ROOT
 
 UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
@@ -210,3 +213,25 @@ def _nested_imports_without_a_reason() -> list[str]:
 def test_imports_sit_at_the_top_unless_a_comment_says_why_not():
     found = _nested_imports_without_a_reason()
     assert not found, "move these to the top of the file, or say why they wait:\n" + "\n".join(found)
+
+
+def test_each_subpackage_folder_is_linked_where_its_import_name_says():
+    """symfuzz/<name> links to the folder pyproject.toml maps symfuzz.<name> to: the import names
+    resolve by the ordinary rules from the checkout and in static tools (no __path__ change)."""
+    for package, folder in _package_dirs().items():
+        if package == "symfuzz":
+            continue
+        link = ROOT / "symfuzz" / package.split(".", 1)[1]
+        assert link.is_symlink() and link.resolve() == folder.resolve(), (link, folder)
+    source = (ROOT / "symfuzz" / "__init__.py").read_text()
+    assert "__path__" not in ast.unparse(ast.parse(source)), "symfuzz/__init__.py changes its own __path__"
+
+
+def test_the_package_does_not_import_itself_under_its_own_name():
+    assert Path(symfuzz.fuzz.__file__).resolve().parent == (ROOT / "fuzz").resolve()
+    try:
+        importlib.import_module("symfuzz.symfuzz")
+    except ImportError:
+        pass
+    else:
+        raise AssertionError("symfuzz.symfuzz imports: a second copy of the package")
