@@ -114,7 +114,9 @@ def render_short(finding, minified: bool = False) -> Optional[str]:
     if grads:
         out.append('    check(f"call {i}: gradients", actual_grads, expected_grads)')
     out += ['print("compiled matches eager at every call")', ""]
-    return "\n".join(out)
+    text = "\n".join(out)
+    # A minified repro is pasted into a bug report whole: one blank line between its parts.
+    return re.sub(r"\n{3,}", "\n\n", text) if minified else text
 
 
 def _writes_in_place(program) -> bool:
@@ -134,10 +136,14 @@ def _docstring(finding, case, compile_args: str, ncalls: int, minified: bool) ->
         lines += ["The failing call ran a graph compiled for earlier calls; a fresh compile at its shapes is right."]
     elif verdict.symptom in ("process-death", "timeout"):
         lines += ["The process " + ("dies" if verdict.symptom == "process-death" else "hangs") + " in that call."]
-    source = f"Minified by symfuzz from finding {verdict.signature}" if minified else \
-        f"symfuzz finding {verdict.signature}"
-    lines += ["", f"{source}, torch {finding.environment.get('torch')}. Exits 1 while the bug is present;", "judge.py beside it (symfuzz's full judge: float64 reference, signature) decides if "
-              "they differ."]
+    torch_version = finding.environment.get('torch')
+    if minified:
+        lines += textwrap.wrap(f"Minified by symfuzz from {verdict.signature} (torch {torch_version}); exits 1 while "
+                               "the bug is present. judge.py beside it decides where these plain checks and "
+                               "symfuzz's float64 judge differ.", 100)
+    else:
+        lines += ["", f"symfuzz finding {verdict.signature}, torch {torch_version}. Exits 1 while the bug is present;",
+                  "judge.py beside it (symfuzz's full judge: float64 reference, signature) decides if they differ."]
     return '"""' + docstring_text("\n".join(lines)) + '\n"""'
 
 
