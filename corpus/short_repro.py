@@ -138,7 +138,7 @@ def _docstring(finding, case, compile_args: str, ncalls: int, minified: bool) ->
         lines += ["The process " + ("dies" if verdict.symptom == "process-death" else "hangs") + " in that call."]
     torch_version = finding.environment.get('torch')
     if minified:
-        lines += textwrap.wrap(f"Minified by symfuzz from {verdict.signature} (torch {torch_version}); exits 1 while "
+        lines += textwrap.wrap(f"Minified by symfuzz from finding {verdict.signature} (torch {torch_version}); exits 1 while "
                                "the bug is present. judge.py beside it decides where these plain checks and "
                                "symfuzz's float64 judge differ.", 100)
     else:
