@@ -196,8 +196,14 @@ class Campaign:
                     and not self.cases.exhausted
                     and (cfg.max_findings is None or len(self.confirmation.confirmed) < cfg.max_findings)
                 )
+                # With --max-findings, no new case starts while the candidates in confirmation could
+                # make up the findings asked for: their cases would most likely never be needed, and
+                # they would slow the confirmations down. A candidate that does not confirm lets the
+                # cases go on.
+                waiting = (cfg.max_findings is not None and len(self.confirmation.confirmed)
+                           + len(self.confirmation.confirming) >= cfg.max_findings)
                 for w in workers:
-                    if w.ready and not w.busy and accepting:
+                    if w.ready and not w.busy and accepting and not waiting:
                         self.cases.assign_next(w)
                 if fuzzing and not accepting and all(w.index is None or not w.ready for w in workers):
                     break

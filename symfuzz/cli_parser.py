@@ -319,7 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"per-worker resident memory limit (default 6144; at least {MEMORY_FLOOR_MB})")
     fuzz.add_argument("--max-cases", type=positive_int, default=None, help="stop after this many programs (default: no limit)")
     fuzz.add_argument("--max-ops", type=positive_int, default=12, help="most ops per generated program")
-    fuzz.add_argument("--max-findings", type=positive_int, default=None, help="stop once this many findings are confirmed (default: no limit)")
+    fuzz.add_argument("--max-findings", type=positive_int, default=None,
+                      help="stop once this many findings are confirmed; no new case starts while that many "
+                           "candidates are being confirmed (default: no limit)")
     fuzz.add_argument("--ops", default=None,
                       help="comma-separated op names: generate only these (see `symfuzz ops`; default: all)")
     fuzz.add_argument("--canary-timeout", type=duration, default=None,

@@ -15,7 +15,8 @@ def probe_files(cache):
 
 
 def test_a_fresh_cache_gets_the_probes_and_a_compile_in_it_probes_nothing_again(tmp_path, monkeypatch):
-    monkeypatch.setenv(STORE_ENV, str(tmp_path / "store"))
+    # The session's store (tests/conftest.py): its probes are made once for every test that
+    # compiles (making them is the background-probe test's subject, below).
     seeded = tmp_path / "seeded"
     assert fresh_cache(seeded) == str(seeded)
     probes = probe_files(seeded)
