@@ -196,12 +196,7 @@ class Campaign:
                     and not self.cases.exhausted
                     and (cfg.max_findings is None or len(self.confirmation.confirmed) < cfg.max_findings)
                 )
-                # With --max-findings, no new case starts while the candidates in confirmation could
-                # make up the findings asked for: their cases would most likely never be needed, and
-                # they would slow the confirmations down. A candidate that does not confirm lets the
-                # cases go on.
-                waiting = (cfg.max_findings is not None and len(self.confirmation.confirmed)
-                           + len(self.confirmation.confirming) >= cfg.max_findings)
+                waiting = self.waiting_for_confirmations()
                 for w in workers:
                     if w.ready and not w.busy and accepting and not waiting:
                         self.cases.assign_next(w)
@@ -262,6 +257,13 @@ class Campaign:
         return stats
 
     # ------------------------------------------------------------ cases and the corpus
+
+    def waiting_for_confirmations(self) -> bool:
+        """With --max-findings, no new case starts while the candidates in confirmation could make
+        up the findings asked for: their cases would most likely never be needed, and they would
+        slow the confirmations down. A candidate that does not confirm lets the cases go on."""
+        wanted = self.config.max_findings
+        return wanted is not None and len(self.confirmation.confirmed) + len(self.confirmation.confirming) >= wanted
 
     def _new_worker(self, slot: int):
         # A signal that lands inside Popen would leave a started worker that nobody holds

@@ -71,3 +71,19 @@ def test_the_settings_record_reaches_stats_json_and_round_trips(tmp_path):
     assert written == config.settings.to_json()
     assert written["shard"] == [2, 3] and written["guard_planning"] is False and written["reuse_calls"] == 1
     assert type(config.settings).from_json(json.loads(json.dumps(written))) == config.settings
+
+
+def test_with_max_findings_no_case_starts_while_enough_candidates_are_in_confirmation(tmp_path):
+    config = CampaignConfig(out=tmp_path / "out", lane=get_lane("eager"), quiet=True, max_findings=2)
+    campaign = Campaign(config)
+    confirmation = campaign.confirmation
+    assert not campaign.waiting_for_confirmations()
+    confirmation.confirmed.add("crash-1")
+    assert not campaign.waiting_for_confirmations()  # one more is wanted, and none is on its way
+    confirmation.confirming.add("crash-2")
+    assert campaign.waiting_for_confirmations()
+    confirmation.confirming.discard("crash-2")  # it did not confirm (flaky): cases go on
+    assert not campaign.waiting_for_confirmations()
+    unlimited = Campaign(CampaignConfig(out=tmp_path / "other", lane=get_lane("eager"), quiet=True))
+    unlimited.confirmation.confirming.update({"a", "b", "c"})
+    assert not unlimited.waiting_for_confirmations()
