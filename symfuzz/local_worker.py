@@ -6,20 +6,17 @@
 
 from __future__ import annotations
 
-import os
 import queue
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Optional
 
 from symfuzz.corpus.deaths import ask_for_stack
-from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.corpus.replay import resident_mb
 from symfuzz.messages import decode_event
 from symfuzz.settings import CampaignConfig
-from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
+from symfuzz.worker_slot import WorkerSlot, worker_args, worker_env
 
 
 class Worker(WorkerSlot):
@@ -28,15 +25,7 @@ class Worker(WorkerSlot):
     def __init__(self, slot: int, config: CampaignConfig, events: queue.Queue):
         super().__init__(slot, config, events)
         self.log = open(self.log_path, "a")
-        env = dict(os.environ)
-        env.update(config.lane.env)
-        for key, value in throughput_env(config).items():
-            env.setdefault(key, value)
-        if "TORCHINDUCTOR_CACHE_DIR" not in env:
-            env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(config.out / "inductor-cache")
-        env["PYTHONHASHSEED"] = "0"
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
+        env = worker_env(config)
         self.proc = subprocess.Popen(
             [sys.executable, *worker_args(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True, bufsize=1,

@@ -38,10 +38,9 @@ from typing import Optional
 import ray
 
 from symfuzz.corpus.deaths import ask_for_stack
-from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.corpus.replay import resident_mb
 from symfuzz.messages import decode_event
-from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args
+from symfuzz.worker_slot import WorkerSlot, throughput_env, worker_args, worker_env
 
 POLL_SECONDS = 0.5  # how long one read_events call waits for the worker to write something
 STDERR_CHUNK = 1 << 20  # at most this much new stderr per reply (more is skipped, with a note)
@@ -268,19 +267,6 @@ class RayWorker(WorkerSlot):
 
 
 _connection: dict = {}  # "local": we started a local instance; "failure": why joining Ray failed
-
-
-def worker_env(config) -> dict:
-    """A worker's environment on this machine, as the local executor builds it."""
-    env = dict(os.environ)
-    env.update(config.lane.env)
-    for key, value in throughput_env(config).items():
-        env.setdefault(key, value)
-    if "TORCHINDUCTOR_CACHE_DIR" not in env:
-        env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(config.out / "inductor-cache")
-    env["PYTHONHASHSEED"] = "0"
-    env["PYTHONPATH"] = _ROOT + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else _ROOT
-    return env
 
 
 def connect(config) -> Optional[str]:

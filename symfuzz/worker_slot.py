@@ -9,11 +9,13 @@ what is in flight, and the requests themselves, are here once.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import time
 from pathlib import Path
 from typing import Optional
 
+from symfuzz.corpus.inductor_cache import fresh_cache
 from symfuzz.messages import Assign, RunCanary, Warmup, encode_request
 
 # Worker settings chosen for throughput (``CampaignConfig.throughput_settings``). Each
@@ -42,6 +44,24 @@ def worker_args(config) -> list[str]:
 def throughput_env(config) -> dict:
     """``THROUGHPUT_ENV`` when the campaign asks for it, else nothing."""
     return dict(THROUGHPUT_ENV) if config.throughput_settings else {}
+
+
+# The checkout or install that holds symfuzz: first on a worker's path, whatever the caller's.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def worker_env(config) -> dict:
+    """A worker's environment on this machine: the lane's settings, the throughput settings
+    (where the environment does not set them), its own Inductor cache, fixed hashing."""
+    env = dict(os.environ)
+    env.update(config.lane.env)
+    for key, value in throughput_env(config).items():
+        env.setdefault(key, value)
+    if "TORCHINDUCTOR_CACHE_DIR" not in env:
+        env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(config.out / "inductor-cache")
+    env["PYTHONHASHSEED"] = "0"
+    env["PYTHONPATH"] = _ROOT + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else _ROOT
+    return env
 
 
 class WorkerSlot:
