@@ -43,8 +43,10 @@ def planted_campaign(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("int-guard")
     out = tmp / "out"
     # Plain programs only (no nn.Module programs): the plant is about a function's int arguments.
+    # Seed 13 reaches the bug at case 5 (seed 3 at case 33; seeds 14 and 18 not within 20): the
+    # test's claim is "within 40 programs", and each program costs the suite seconds.
     proc = symfuzz(["--lane", "inductor-cpp", "--ops", OPS, "--max-ops", "3", "--max-cases", "40",
-                    "--module-rate", "0", "--max-findings", "1", "--jobs", "2", "--budget", "8m", "--seed", "3",
+                    "--module-rate", "0", "--max-findings", "1", "--jobs", "2", "--budget", "8m", "--seed", "13",
                     "--out", str(out)], planted_env("int-guard"), timeout=900)
     found = [json.loads(p.read_text()) for p in sorted((out / "findings").glob("*/finding.json"))]
     assert found, proc.stdout[-3000:] + proc.stderr[-3000:]
