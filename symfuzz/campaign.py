@@ -251,6 +251,7 @@ class Campaign:
             finally:
                 for sig, handler in ignored.items():
                     signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self.disk_full = self.disk_full or self.confirmation.disk_full  # the confirmer's, after the loop
         if self.disk_full is not None:
             raise CampaignError(f"{self.disk_full}: the disk is full, so the run stopped; what it wrote so far is "
                                 f"kept whole. Free space, then continue with --resume")
