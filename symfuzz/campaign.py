@@ -262,9 +262,11 @@ class Campaign:
     def waiting_for_confirmations(self) -> bool:
         """With --max-findings, no new case starts while the candidates in confirmation could make
         up the findings asked for: their cases would most likely never be needed, and they would
-        slow the confirmations down. A candidate that does not confirm lets the cases go on."""
-        wanted = self.config.max_findings
-        return wanted is not None and len(self.confirmation.confirmed) + len(self.confirmation.confirming) >= wanted
+        slow the confirmations down. A candidate that does not confirm lets the cases go on, and
+        so does a confirming thread that is gone."""
+        wanted, confirmation = self.config.max_findings, self.confirmation
+        return (wanted is not None and confirmation.running
+                and len(confirmation.confirmed) + len(confirmation.confirming) >= wanted)
 
     def _new_worker(self, slot: int):
         # A signal that lands inside Popen would leave a started worker that nobody holds

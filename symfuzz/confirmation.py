@@ -62,6 +62,12 @@ class Confirmation:
         self.in_confirmation: Optional[Finding] = None
         self.resumed_unconfirmed: list[Finding] = []  # an earlier run's unconfirmed candidates, confirmed now
         self.disk_full: Optional[DiskFullError] = None  # a write the full disk stopped (the campaign stops)
+        self.thread: Optional[threading.Thread] = None  # the confirming thread, once started
+
+    @property
+    def running(self) -> bool:
+        """Is the confirming thread there to decide the candidates in confirmation?"""
+        return self.thread is not None and self.thread.is_alive()
 
     def resume(self) -> None:
         """Continue the confirmations of the run in --out: its findings count as confirmed,
@@ -78,7 +84,7 @@ class Confirmation:
 
     def start(self) -> threading.Thread:
         """Start the confirming thread, with the earlier run's unconfirmed candidates first."""
-        confirmer = threading.Thread(target=self.confirm_loop, daemon=True)
+        confirmer = self.thread = threading.Thread(target=self.confirm_loop, daemon=True)
         confirmer.start()
         for sig in sorted({f.signature for f in self.resumed_unconfirmed}):
             self.progress.note(f"resuming: confirming {sig}, left unconfirmed by the earlier run")
@@ -90,13 +96,13 @@ class Confirmation:
         """The campaign is over: the confirming thread ends after its current run."""
         self.queue.put(None)
 
-    def _shelve_orphans(self) -> int:
+    def _shelve_orphans(self, in_flight: frozenset = frozenset()) -> int:
         """Candidates that candidates.jsonl has and no store does go to unconfirmed/, to be
         confirmed with the rest; returns how many. A run killed outright (SIGKILL, a lost
         machine) leaves them, and so does a signal that lands between logging a candidate
-        and queueing it."""
+        and queueing it. ``in_flight``: signatures whose confirmation may still be recorded."""
         stored = {sig for store in (self.findings, self.flaky, self.unconfirmed, self.suspect)
-                  for sig in stored_signatures(store.root)}
+                  for sig in stored_signatures(store.root)} | set(in_flight)
         try:
             lines = (self.out / "candidates.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
@@ -299,7 +305,12 @@ class Confirmation:
                 self.unconfirmed.add(finding)
             self.summary["unconfirmed"] += 1
         if self.config.confirm:
-            self.summary["unconfirmed"] += self._shelve_orphans()
+            # The confirmation in flight when the run stopped (its verdict may be recorded yet) is no orphan.
+            running = self.in_confirmation
+            in_flight = frozenset({running.signature} if running is not None and running.confirmation is not None
+                                  else ())
+            with self.lock:
+                self.summary["unconfirmed"] += self._shelve_orphans(in_flight)
 
 def stored_signatures(root: Path) -> list[str]:
     """The signatures a store folder holds: its folders with a finding.json, less hidden ones

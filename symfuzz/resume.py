@@ -57,13 +57,23 @@ def check_out_folder(config, torch_version: Optional[str]) -> Optional[dict]:
                              f"--resume, or pick an empty --out (or delete this one)")
     state = _read_state(out)
     mine = identity(config, torch_version)
-    theirs = state.get("identity") or {}
-    different = [key for key in mine if theirs.get(key) != mine[key]]
+    theirs = _upgraded(state.get("identity") or {})
+    # A state from before the settings record holds no reuse_calls: not compared.
+    different = [key for key in mine if theirs.get(key) != mine[key] and (key in theirs or key != "reuse_calls")]
     if different:
         what = "; ".join(f"{_FLAGS[k]}: {_show(theirs.get(k))} there, {_show(mine[k])} now" for k in different)
         raise OutFolderError(f"--resume: {out} holds a campaign that draws other cases ({what}); resume it with "
                              f"the same settings, or pick an empty --out")
     return state
+
+
+def _upgraded(theirs: dict) -> dict:
+    """An identity as this symfuzz writes it: one written before the settings record
+    (``RunSettings``) carried guard planning inside the generator settings."""
+    if "guard_planning" in theirs or not isinstance(theirs.get("gen_config"), dict):
+        return theirs
+    gen = dict(theirs["gen_config"])
+    return {**theirs, "guard_planning": gen.pop("guard_planning", True), "gen_config": gen}
 
 
 def write_state(out: Path, config, torch_version: Optional[str], stats, summary: dict, replayed: list,

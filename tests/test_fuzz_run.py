@@ -4,6 +4,7 @@ summary and the exit code (symfuzz.fuzz_run.run_fuzz), not only stats.json."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -77,12 +78,20 @@ def test_with_max_findings_no_case_starts_while_enough_candidates_are_in_confirm
     config = CampaignConfig(out=tmp_path / "out", lane=get_lane("eager"), quiet=True, max_findings=2)
     campaign = Campaign(config)
     confirmation = campaign.confirmation
+    done = threading.Event()
+    confirmation.thread = threading.Thread(target=done.wait, daemon=True)  # stands in for the confirming thread
+    confirmation.thread.start()
     assert not campaign.waiting_for_confirmations()
     confirmation.confirmed.add("crash-1")
     assert not campaign.waiting_for_confirmations()  # one more is wanted, and none is on its way
     confirmation.confirming.add("crash-2")
     assert campaign.waiting_for_confirmations()
     confirmation.confirming.discard("crash-2")  # it did not confirm (flaky): cases go on
+    assert not campaign.waiting_for_confirmations()
+    confirmation.confirming.add("crash-3")
+    assert campaign.waiting_for_confirmations()
+    done.set()  # the confirming thread is gone: nobody will decide crash-3, so cases go on
+    confirmation.thread.join(timeout=5)
     assert not campaign.waiting_for_confirmations()
     unlimited = Campaign(CampaignConfig(out=tmp_path / "other", lane=get_lane("eager"), quiet=True))
     unlimited.confirmation.confirming.update({"a", "b", "c"})

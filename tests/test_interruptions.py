@@ -237,6 +237,20 @@ def test_resume_refuses_a_campaign_that_draws_other_cases(tmp_path, change, mess
         check_out_folder(_config(out, resume=True, **change), "2.13.0")
 
 
+def test_resume_takes_a_state_written_before_the_settings_record(tmp_path):
+    """Guard planning rode in the generator settings, and reused calls were not recorded."""
+    out = tmp_path / "out"
+    Campaign(_config(out)).write_stats(1.0)
+    state = json.loads((out / STATE_FILE).read_text())
+    old = state["identity"]
+    old["gen_config"]["guard_planning"] = old.pop("guard_planning")
+    del old["reuse_calls"]
+    (out / STATE_FILE).write_text(json.dumps(state))
+    assert check_out_folder(_config(out, resume=True), state["identity"]["torch"]) is not None
+    with pytest.raises(OutFolderError, match="--no-guard-planning: True there, False now"):
+        check_out_folder(_config(out, resume=True, guard_planning=False), state["identity"]["torch"])
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "holds no campaign state"),
     ("{trunc", "cannot be read"),
@@ -375,3 +389,27 @@ def test_once_max_findings_are_confirmed_the_other_candidates_wait_in_unconfirme
     assert cancelled.is_set() and time.monotonic() - started < 5, "not waited for: the run asked for one"
     confirmation.shelve_unconfirmed()
     assert campaign.summary["unconfirmed"] == 1 and (tmp_path / "out" / "unconfirmed" / other.signature).exists()
+
+
+def test_a_stop_shelves_a_logged_candidate_no_store_holds_but_not_one_whose_verdict_is_being_recorded(tmp_path):
+    from symfuzz.corpus.atomic import append_line
+    from symfuzz.corpus.finding import Finding
+    from symfuzz.corpus.replay import ReplayOutcome as Outcome
+
+    campaign = Campaign(_config(tmp_path / "out"))
+    confirmation = campaign.confirmation
+    logged = _fixture_finding()  # a signal landed after candidates.jsonl had it, before the queue did
+    append_line(tmp_path / "out" / "candidates.jsonl", logged.to_json())
+    recording = json.loads(json.dumps(logged.to_json()))
+    recording["verdict"]["signature"] = recording["signature"] = "metadata-mismatch-recording"
+    append_line(tmp_path / "out" / "candidates.jsonl", recording)
+    recording = Finding.from_json(recording)
+    outcome = Outcome("reproduced", 1, recording.signature, 3.0, "")
+    recording.confirmation = outcome.to_json()  # its fresh-process run is over; record() comes next
+    confirmation.in_confirmation = recording
+    confirmation.confirming.add(recording.signature)
+    confirmation.shelve_unconfirmed()
+    unconfirmed = {p.parent.name for p in (tmp_path / "out").glob("unconfirmed/*/finding.json")}
+    assert unconfirmed == {logged.signature} and campaign.summary["unconfirmed"] == 1
+    confirmation.record(recording, outcome)
+    assert (tmp_path / "out" / "findings" / recording.signature / "finding.json").exists()
