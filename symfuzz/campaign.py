@@ -62,14 +62,8 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_finding
 from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdict
 from symfuzz.progress import Progress
 from symfuzz.resume import check_out_folder, write_state
-from symfuzz.settings import (  # noqa: F401 - re-exported: the names callers import from here
-    CANARY_TIMEOUT,
-    CASE_TIMEOUT_FLOOR,
-    REUSE_CALLS,
-    CampaignConfig,
-    shard_indices,
-)
-from symfuzz.stats import Stats  # noqa: F401 - re-exported
+from symfuzz.settings import CANARY_TIMEOUT, CampaignConfig
+from symfuzz.stats import Stats
 
 # How much of a dead or killed worker's log is read for the stack faulthandler printed.
 DUMP_TAIL_BYTES = 64 * 1024

@@ -19,20 +19,8 @@ from symfuzz.corpus.finding import FindingFormatError, check_case
 from symfuzz.corpus.store import scan_findings
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.specs import all_specs
-from symfuzz.fuzz_run import (  # noqa: F401 - the exit codes and summary are re-exported for callers
-    EXIT_ENVIRONMENT,
-    EXIT_FINDINGS,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_TERMINATED,
-    EXIT_USAGE,
-    GateOptions,
-    write_report_files,
-    fuzz_exit_code,
-    print_internal_errors,
-    print_summary,
-    run_fuzz,
-)
+from symfuzz.exit_codes import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE
+from symfuzz.fuzz_run import GateOptions, run_fuzz, write_report_files
 from symfuzz.gate import fails, gate_exit_code, judge_findings, write_gate
 from symfuzz.merge import MergeError, merge_outputs
 from symfuzz.minifier.driver import format_report
@@ -40,9 +28,7 @@ from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
 from symfuzz.oracles.lanes.lane import LANES, get_lane
 from symfuzz.settings import CampaignConfig
-from symfuzz.cli_parser import (  # noqa: F401 - build_parser and join_negative_values are the parser's, for tests
-    FUZZ_EXIT_CODES,
-    REPLAY_EXIT_CODES,
+from symfuzz.cli_parser import (
     UsageError,
     build_parser,
     join_negative_values,

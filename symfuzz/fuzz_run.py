@@ -17,14 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from symfuzz.campaign import Campaign, CampaignError, Terminated
-from symfuzz.exit_codes import (  # noqa: F401 - EXIT_USAGE re-exported with the others
-    EXIT_ENVIRONMENT,
-    EXIT_FINDINGS,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_TERMINATED,
-    EXIT_USAGE,
-)
+from symfuzz.exit_codes import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 from symfuzz.gate import gate_exit_code, judge_findings, write_gate
 from symfuzz.report import write_reports
 from symfuzz.settings import CampaignConfig

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import symfuzz.cli as cli
-from symfuzz.campaign import CASE_TIMEOUT_FLOOR
+from symfuzz.settings import CASE_TIMEOUT_FLOOR
 
 UNIT_TIER = True  # its tests are the fast tier (-m unit), but those marked integration: tests/conftest.py
 

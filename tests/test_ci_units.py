@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from symfuzz.campaign import shard_indices
+from symfuzz.settings import shard_indices
 from symfuzz.corpus.baseline import BaselineError, load_baseline
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.gate import fails, gate_exit_code

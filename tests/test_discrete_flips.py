@@ -204,7 +204,8 @@ def test_the_pasted_runtime_judges_a_flip_as_the_campaign_does():
 
 @pytest.mark.integration
 def test_the_campaign_keeps_an_explained_flip_in_suspect_and_never_confirms_it(tmp_path):
-    from symfuzz.campaign import Campaign, CampaignConfig
+    from symfuzz.campaign import Campaign
+    from symfuzz.settings import CampaignConfig
     from symfuzz.corpus.finding import Finding
     from symfuzz.oracles.lanes.lane import get_lane
     from symfuzz.oracles.verdict import OutputMismatch

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, planted_env
 
-from symfuzz.campaign import Campaign, CampaignConfig
+from symfuzz.campaign import Campaign
+from symfuzz.settings import CampaignConfig
 from symfuzz.corpus.replay import ReplayOutcome, _judge_hang, hang_limit
 from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.resume import STATE_FILE, OutFolderError, check_out_folder
