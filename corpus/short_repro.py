@@ -40,6 +40,8 @@ SHORT_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "c
                   "unsound-guard", "process-death", "timeout")
 # What confirmation records (corpus/replay.py) when the short repro, run fresh, fails as the finding does.
 SHORT_SHOWS = "shows the bug"
+# Where a minified script's plain checks and symfuzz's judge could differ (rounding), said where they are made.
+JUDGE_NOTE = "  # judge.py beside this file decides rounding cases"
 PROGRAM_MARKER = "# ---------------------------------------------------------------- the program"
 
 
@@ -77,7 +79,13 @@ def render_short(finding, minified: bool = False) -> Optional[str]:
     # off: a kernel cached by a run with the bug would stand in for the compile of a run without it.)
     env = {k: v for k, v in (lane.get("env") or {}).items() if k not in CACHE_SETTINGS}
     config = {k: v for k, v in (lane.get("config") or {}).items() if k not in CACHE_SETTINGS}
-    if len(config) < len(lane.get("config") or {}):
+    caches_off, options = len(config) < len(lane.get("config") or {}), ""
+    if minified and lane["backend"] == "inductor":
+        # A bug report's compile line: Inductor's settings as torch.compile's options. The caches stay off
+        # for the whole process (Dynamo's profile cache too), so that one is a global setting.
+        options = f", options={config!r}" if config else ""
+        config = {}
+    elif caches_off:
         config["force_disable_caches"] = True
     if env:
         out += ["import os", "", *(f"os.environ[{k!r}] = {v!r}" for k, v in sorted(env.items())), ""]
@@ -85,18 +93,28 @@ def render_short(finding, minified: bool = False) -> Optional[str]:
     # fuzz.ir.PRELUDE's imports (math, torch, F), those the program uses
     out += [line for line in PROGRAM_GLOBALS.strip().splitlines()
             if line == "import torch" or f"{line.split()[-1]}." in source]
-    out += [*compile_config_lines({**lane, "config": config}, case.schedule), "", PROGRAM_MARKER, source, "", ""]
+    out += compile_config_lines({**lane, "config": config}, case.schedule)
+    if minified and caches_off:
+        out.append("torch.compiler.config.force_disable_caches = True  # compile afresh: no cached kernel stands in")
+    out += ["", *([] if minified else [PROGRAM_MARKER]), source, "", ""]
     kinds = {_maker(a) for c in calls for a in c.args if not a.scalar}
     helpers = Helpers().pieces(PLAIN_RUNTIME, sorted(kinds) + ["check"] + (["gradients"] if grads else []))
     out += [helpers.text("\n".join(out)).strip("\n"), "", "",
             "CALLS = [  # each call's arguments: tensors from a seeded generator",
             *(f"    lambda: [{', '.join(_argument(a) for a in call.args)}]," for call in calls), "]",
-            f"compiled = torch.compile(fn, {compile_args})",
-            "for i, make in enumerate(CALLS):", "    eager_args, args = make(), make()"]
-    for i, call in enumerate(calls):
-        marks = mark_lines(call)
-        if marks:
-            out += [f"    if i == {i}:", *(f"        {line}" for line in marks)]
+            f"compiled = torch.compile(fn, {compile_args}{options})",
+            "for i, make in enumerate(CALLS):"]
+    marks = [mark_lines(call) for call in calls]
+    inputs_judged = _writes_in_place(case.program) or str(getattr(verdict.evidence, "path", "")).startswith("out[1]")
+    if minified and not (grads or any(marks) or inputs_judged or verdict.symptom == "accepts-invalid"):
+        # Nothing but the outputs to compare: each side gets fresh inputs, the fewest lines a reader needs.
+        return re.sub(r"\n{3,}", "\n\n", "\n".join([
+            *out, "    expected = fn(*make())", '    check(f"call {i}: outputs", compiled(*make()), expected)' + JUDGE_NOTE,
+            'print("compiled matches eager at every call")', ""]))
+    out.append("    eager_args, args = make(), make()")
+    for i, lines in enumerate(marks):
+        if lines:
+            out += [f"    if i == {i}:", *(f"        {line}" for line in lines)]
     if verdict.symptom == "accepts-invalid":
         out += ["    try:", "        expected = fn(*eager_args)", "    except Exception as error:",
                 "        compiled(*args)",
@@ -108,8 +126,8 @@ def render_short(finding, minified: bool = False) -> Optional[str]:
     out.append("    actual = compiled(*args)")
     if grads:
         out.append("    actual_grads = gradients(actual, [a for a in args if getattr(a, 'requires_grad', False)])")
-    out.append('    check(f"call {i}: outputs", actual, expected)')
-    if _writes_in_place(case.program) or str(getattr(verdict.evidence, "path", "")).startswith("out[1]"):
+    out.append('    check(f"call {i}: outputs", actual, expected)' + (JUDGE_NOTE if minified else ""))
+    if inputs_judged:
         out.append('    check(f"call {i}: inputs after the call", args, eager_args)')
     if grads:
         out.append('    check(f"call {i}: gradients", actual_grads, expected_grads)')
@@ -129,6 +147,13 @@ def _docstring(finding, case, compile_args: str, ncalls: int, minified: bool) ->
     verdict = finding.verdict
     at = f", at call {verdict.call_index} of {ncalls}" if verdict.call_index is not None and ncalls > 1 else ""
     seen = what_was_seen(verdict, case)
+    if minified:
+        # What the finding saw was seen on its own program, before the minifier shrank it: said as such.
+        lines = [f"{what_failed(verdict)} under torch.compile({compile_args}) on cpu{at}."]
+        seen = f", which saw: {seen[0].lower()}{seen[1:].rstrip('.')}." if seen else "."
+        lines += textwrap.wrap(f"Minified by symfuzz from finding {verdict.signature} (torch "
+                               f"{finding.environment.get('torch')}){seen} Exits 1 while the bug is present.", 100)
+        return '"""' + docstring_text("\n".join(lines)) + '"""'
     lines = [f"{what_failed(verdict)} under torch.compile({compile_args}) on cpu{at}{':' if seen else '.'}"]
     if seen:
         lines += textwrap.wrap(seen, 96)
@@ -137,13 +162,8 @@ def _docstring(finding, case, compile_args: str, ncalls: int, minified: bool) ->
     elif verdict.symptom in ("process-death", "timeout"):
         lines += ["The process " + ("dies" if verdict.symptom == "process-death" else "hangs") + " in that call."]
     torch_version = finding.environment.get('torch')
-    if minified:
-        lines += textwrap.wrap(f"Minified by symfuzz from finding {verdict.signature} (torch {torch_version}); exits 1 while "
-                               "the bug is present. judge.py beside it decides where these plain checks and "
-                               "symfuzz's float64 judge differ.", 100)
-    else:
-        lines += ["", f"symfuzz finding {verdict.signature}, torch {torch_version}. Exits 1 while the bug is present;",
-                  "judge.py beside it (symfuzz's full judge: float64 reference, signature) decides if they differ."]
+    lines += ["", f"symfuzz finding {verdict.signature}, torch {torch_version}. Exits 1 while the bug is present;",
+              "judge.py beside it (symfuzz's full judge: float64 reference, signature) decides if they differ."]
     return '"""' + docstring_text("\n".join(lines)) + '\n"""'
 
 
@@ -209,7 +229,7 @@ def _argument(arg) -> str:
 # A traceback's exception line: "pkg.module.SomeError: message" (or no message), unindented, a class name last.
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?$)")
 # The short repro's lines that run the compiled function: a crash must come out of one of them.
-_COMPILED_LINES = ("actual = compiled(*args)", "actual_grads = gradients(actual", "compiled(*args)")
+_COMPILED_LINES = ("actual = compiled(*args)", "actual_grads = gradients(actual", "compiled(*args)", "compiled(*make())")
 
 
 def short_mismatch(finding, code: Optional[int], out: str, exceeded: bool = False) -> Optional[str]:

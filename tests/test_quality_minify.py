@@ -9,6 +9,7 @@ passes without it, and still compiles with symbolic sizes.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -58,10 +59,12 @@ def test_planted_miscompile_in_a_30_op_program_shrinks_to_3_ops(tmp_path):
     assert "dynamic=True" in text or "mark_dynamic" in text
     assert result.repro_check["same_bug"] and result.repro_check["short"]
     # A script to paste, not the judged one: its outputs are floats, so no shadow interpreter for rounding.
-    assert "class RoundingShadow" not in text and len(text.splitlines()) < 600, len(text.splitlines())
+    assert "class RoundingShadow" not in text and len(text.splitlines()) <= 50, text
 
     with_bug = run_script(repro, plant, tmp_path)
-    assert with_bug.returncode == 1 and "value-mismatch at call" in with_bug.stderr, with_bug.stderr[-2000:]
+    assert with_bug.returncode == 1, with_bug.stderr[-2000:]
+    assert re.search(r"AssertionError: call \d+: outputs \[0\]: Tensor-likes are not close", with_bug.stderr), \
+        with_bug.stderr[-2000:]
     fixed = run_script(repro, {}, tmp_path)
     assert fixed.returncode == 0, fixed.stderr[-2000:]
     report = json.loads((result.work_dir / "report.json").read_text())
