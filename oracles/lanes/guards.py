@@ -138,6 +138,39 @@ class Item:
     relation: Optional[tuple] = None  # (lhs - rhs) z3 term for boundary queries
 
 
+class FreshSolver:
+    """A z3 solver in a context of its own, its constraints copied in as they are added.
+
+    z3's answers depend on the terms its context already holds (their ids order its
+    choices), and the global context holds every earlier case's: solved there, a case's
+    planned sizes would depend on which cases its worker ran before it. Here they depend
+    only on the constraints."""
+
+    def __init__(self):
+        self.ctx = z3.Context()
+        self.solver = z3.Solver(ctx=self.ctx)
+
+    def set(self, *args) -> None:
+        self.solver.set(*args)
+
+    def add(self, *exprs) -> None:
+        self.solver.add(*[e.translate(self.ctx) for e in exprs])
+
+    def check(self):
+        return self.solver.check()
+
+    def model(self) -> "_FreshModel":
+        return _FreshModel(self.solver.model(), self.ctx)
+
+
+class _FreshModel:
+    def __init__(self, model, ctx):
+        self.inner, self.ctx = model, ctx
+
+    def eval(self, expr, model_completion: bool = False):
+        return self.inner.eval(expr.translate(self.ctx), model_completion=model_completion)
+
+
 @dataclass
 class GuardModel:
     """The guards of one compile, as z3 constraints over input dims."""
@@ -169,7 +202,7 @@ class GuardModel:
         return out
 
     def solver(self):
-        solver = z3.Solver()
+        solver = FreshSolver()
         solver.set("timeout", SOLVER_TIMEOUT_MS)
         solver.set("rlimit", SOLVER_RLIMIT)
         solver.add(*self.domain())
