@@ -36,6 +36,8 @@ from torch._dynamo.backends.registry import lookup_backend
 from torch.fx.experimental.validator import SympyToZ3, TranslationValidator
 from torch.utils._sympy.numbers import int_oo
 
+from symfuzz.oracles.lanes.compile_features import FeatureCollector
+
 SOURCE_RE = re.compile(r"^L\['(\w+)'\]\.size\(\)\[(\d+)\]$")
 INT_SOURCE_RE = re.compile(r"^L\['(\w+)'\]$")  # a Python int argument's value
 INT_LOW = -8  # the lowest int argument value the planner tries (when the drawn calls had negative ones)
@@ -71,12 +73,14 @@ class GuardRecorder:
     Wraps the lane's real backend (``inner``), so the graph is compiled
     exactly as before; only a reference to the ShapeEnv is kept, and read
     after the call has finished (Inductor adds guards during its compile).
+    ``features`` collects what each compile produced (``compile_features``).
     """
 
     def __init__(self, inner):
         self.inner = inner
         self.compiles: list[CompileRecord] = []
         self.call_index = 0
+        self.features = FeatureCollector()
 
     def __call__(self, gm, example_inputs):
         fake_mode = torch._guards.detect_fake_mode(example_inputs)
@@ -86,7 +90,11 @@ class GuardRecorder:
         compile_id = torch._guards.CompileContext.current_compile_id()
         frame_id = getattr(compile_id, "frame_id", None)
         self.compiles.append(CompileRecord(self.call_index, shape_env, code, symbolic, frame_id, _tracing_code_name()))
-        return self.inner(gm, example_inputs)
+        try:
+            with self.features.active():
+                return self.inner(gm, example_inputs)
+        finally:
+            self.features.after_compile(gm, example_inputs, shape_env, frame_id)
 
 
 def _tracing_code_name() -> Optional[str]:
