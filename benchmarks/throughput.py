@@ -6,7 +6,9 @@ is off: this measures the fuzz loop) and prints, per lane and method: programs p
 minute, checked calls and guard regions covered per CPU-minute (a CPU-minute is a
 minute of one worker: stats.json "throughput"), checked calls per compile, and the
 share of worker time in each phase (generating, compiling, running, planning,
-oracles, overhead: start-up, IPC, idle).
+oracles, overhead: start-up, IPC, idle), and what the oracles' share went to (each
+oracle with the fp64 references and rounding explanations it asked for, triage on
+cheaper lanes, fresh recompiles of a reused graph's failure).
 
 The methods:
 
@@ -39,12 +41,17 @@ from symfuzz.campaign import CampaignError  # noqa: E402
 from symfuzz.fuzz_run import run_fuzz  # noqa: E402
 from symfuzz.settings import REUSE_CALLS, CampaignConfig  # noqa: E402
 from symfuzz.oracles.lanes.lane import get_lane  # noqa: E402
+from symfuzz.oracles.registry import ORACLES  # noqa: E402
 
 METHODS = {
     "previous": {"reuse_calls": 0, "throughput_settings": False},
     "new": {"reuse_calls": REUSE_CALLS, "throughput_settings": True},
 }
 PHASES = ("generating", "compiling", "running", "planning", "oracles", "overhead")
+# The oracles' share, by what it is spent on: each oracle (with the fp64 references and rounding
+# explanations it asks for), triage on cheaper lanes, fresh recompiles of a reused graph's failure.
+ORACLE_PART = "oracles: "
+ORACLE_PARTS = (*ORACLES, "triage", "fresh-recompile", "confirmation")
 
 
 def measure(lane_name: str, method: dict, budget: float, jobs: int, seed: int) -> dict:
@@ -64,6 +71,10 @@ def measure(lane_name: str, method: dict, budget: float, jobs: int, seed: int) -
         "checked calls/compile": calls["checked_per_compile"],
     }
     row.update({f"  {phase}": share.get(phase, 0.0) for phase in PHASES})
+    # What the oracles' share went to (stats.json "oracle_seconds"), as shares of all worker time.
+    worker_seconds = sum(stats["time_seconds"].values()) or 1.0
+    parts = stats.get("oracle_seconds") or {}
+    row.update({f"    {ORACLE_PART}{part}": parts.get(part, 0.0) / worker_seconds for part in ORACLE_PARTS})
     row.update({
         "programs": stats["programs"]["generated"],
         "checked calls": calls["checked"],
@@ -110,7 +121,7 @@ def main() -> int:
         cells = []
         for name in results:
             value = results[name][row]
-            if row.startswith("  ") and row.strip() in PHASES:
+            if row.startswith("  ") and (row.strip() in PHASES or row.strip().startswith(ORACLE_PART)):
                 cells.append(f"{value:>{cell}.1%}")
             elif isinstance(value, int):
                 cells.append(f"{value:>{cell}d}")

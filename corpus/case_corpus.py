@@ -1,6 +1,6 @@
 """The case corpus: cases worth running again first, as plain files a CI cache can carry.
 
-    DIR/cases/<sha1 of the case JSON>.json   {"case", "lane", "why", "torch", "added"}
+    DIR/cases/<sha1 of the case JSON>.json   {"case", "lane", "why", "torch", "added", "features"}
 
 A campaign with ``--corpus DIR`` replays every stored case before it generates
 any (a fixed bug that comes back is found seconds into the job), and appends the
@@ -72,14 +72,16 @@ class CaseCorpus:
             raise CorpusError(f"--corpus {self.root}: {existing} cannot be written (read-only); a campaign adds "
                               "its findings' cases to the corpus, so make it writable or copy it to a folder that is")
 
-    def add(self, case: dict, lane: str, why: list[str], torch_version: str | None) -> bool:
-        """Store ``case``; False if it is already there (its first reasons are kept)."""
+    def add(self, case: dict, lane: str, why: list[str], torch_version: str | None, features=None) -> bool:
+        """Store ``case``; False if it is already there (its first reasons are kept).
+        ``features``: what the compiler did with it (family -> features), listed with it."""
         path = self.cases_dir / f"{case_digest(case)}.json"
         if path.exists():
             return False
         self.cases_dir.mkdir(parents=True, exist_ok=True)
         write_json(path, {"case": case, "lane": lane, "why": list(why), "torch": torch_version,
-                          "added": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                          "added": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                          "features": dict(features or {})})
         return True
 
     def __iter__(self) -> Iterator[StoredCase]:

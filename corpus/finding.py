@@ -210,13 +210,15 @@ class Finding:
     environment: dict = field(default_factory=environment)
     triage: dict = field(default_factory=dict)
     confirmation: Optional[dict] = None
+    # What the compiler did with the case (family -> name-free features; symfuzz.coverage)
+    features: dict = field(default_factory=dict)
 
     @property
     def signature(self) -> str:
         return self.verdict.signature
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "finding_version": FINDING_VERSION,
             "signature": self.signature,
             "case": self.case,
@@ -226,6 +228,9 @@ class Finding:
             "triage": self.triage,
             "confirmation": self.confirmation,
         }
+        if self.features:  # (a finding from before features were recorded reads back as it was)
+            data["features"] = self.features
+        return data
 
     @staticmethod
     def from_json(data: dict, parse_case: bool = True) -> "Finding":
@@ -241,7 +246,7 @@ class Finding:
                                      f"{FINDING_VERSION}); upgrade symfuzz to replay it")
         for name in ("verdict", "case", "lane"):
             _field(data, name, (dict,), "an object")
-        for name in ("environment", "triage"):
+        for name in ("environment", "triage", "features"):
             _field(data, name, (dict,), "an object", required=False)
         _field(data, "confirmation", (dict, type(None)), "an object or null", required=False)
         _check_verdict(data["verdict"])
@@ -265,6 +270,7 @@ class Finding:
             environment=data.get("environment", {}),
             triage=data.get("triage", {}),
             confirmation=data.get("confirmation"),
+            features=data.get("features", {}),
         )
 
 

@@ -1,4 +1,4 @@
-"""Seeded, replayable drawing: (seed, index) -> Case, and choices -> Case.
+"""Seeded, replayable drawing: (seed, index) -> Case, choices -> Case, and the drawing of both.
 
 Cases are drawn through Hypothesis's ConjectureData, so each one is a pure
 function of its choice sequence (recorded in ``case.origin["choices"]``).
@@ -50,20 +50,38 @@ else:  # pragma: no cover
 
 def generate(seed: int, index: int, config):
     """The case for (seed, index): a pure function of both and the versions."""
-    # Deferred: the generator imports torch, and this module must stay importable
-    # in a worker before its lane has set torch's environment.
-    from symfuzz.fuzz.generate import draw_case
-
-    kwargs = {"provider": PROVIDER} if PROVIDER is not None else {}
-    data = ConjectureData(random=Random(f"symfuzz:{seed}:{index}"), **kwargs)
-    case = draw_case(data.draw, config)
-    data.freeze()
+    case, data = draw_with(Random(f"symfuzz:{seed}:{index}"), config)
     origin = {**case.origin, "seed": seed, "index": index, "choices": list(data.choices)}
     return type(case)(case.program, case.schedule, origin)
 
 
+def draw_with(random: Random, config, prefix=None, provider=None, provider_kw=None):
+    """Draw a case whose first choices are ``prefix`` and the rest come from ``provider``
+    (a provider class, this module's ``PROVIDER`` by default, given ``provider_kw``),
+    which draws from ``random``.
+
+    Returns the case and its frozen ``ConjectureData``: ``data.choices`` is the case's full
+    choice sequence (``case_from_choices`` replays it). Where a prefix value does not fit the
+    draw it lands on, Hypothesis draws the simplest value there (``data.misaligned_at``).
+    Past the prefix the provider draws, so the draw never runs out of choices; a StopTest
+    still means it overran Hypothesis's size limit.
+    """
+    # Deferred: the generator imports torch, and this module must stay importable
+    # in a worker before its lane has set torch's environment.
+    from symfuzz.fuzz.generate import draw_case
+
+    provider = provider or PROVIDER
+    kwargs = {"provider": provider} if provider is not None else {}
+    if provider_kw:
+        kwargs["provider_kw"] = provider_kw
+    data = ConjectureData(random=random, prefix=prefix, **kwargs)
+    case = draw_case(data.draw, config)
+    data.freeze()
+    return case, data
+
+
 def case_from_choices(choices, config):
     """Replay a case from its recorded Hypothesis choice sequence."""
-    from symfuzz.fuzz.generate import draw_case  # deferred: imports torch (see generate above)
+    from symfuzz.fuzz.generate import draw_case  # deferred: imports torch (see draw_with above)
 
     return draw_case(ConjectureData.for_choices(choices).draw, config)

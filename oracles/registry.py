@@ -11,7 +11,8 @@ it, and this module is the one place that lists them all.
 
 from __future__ import annotations
 
-from typing import Callable
+import time
+from typing import Callable, Optional
 
 from symfuzz.oracles import crash, differential, recompiles, reuse, symbolic_meta
 from symfuzz.oracles.verdict import Verdict
@@ -32,7 +33,15 @@ ORACLES: dict[str, Oracle] = {
 # which the campaign reports a case whose worker died or hung.
 
 
-def judge(case, run, names=None) -> list[Verdict]:
-    """Every (or the named) oracle's verdict on one run."""
+def judge(case, run, names=None, seconds: Optional[dict] = None) -> list[Verdict]:
+    """Every (or the named) oracle's verdict on one run; ``seconds`` (a dict) adds up each
+    oracle's time under its name (the fp64 references and rounding explanations an oracle
+    asks for are its time)."""
     chosen = names or list(ORACLES)
-    return [ORACLES[name](case, run) for name in chosen]
+    verdicts = []
+    for name in chosen:
+        start = time.perf_counter()
+        verdicts.append(ORACLES[name](case, run))
+        if seconds is not None:
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+    return verdicts

@@ -433,12 +433,12 @@ class Campaign:
             self._record_internal_error(index, result.internal_error)
         self._record_health(failed or not result.valid)
         if not failed:
-            self.cases.add_to_corpus(worker.case, index, result)
+            self.cases.add_to_corpus(worker.case, index, result, self.stats.new_features)
         for verdict in verdicts[:1]:
             if is_corpus_index(index):
                 self.cases.replayed_candidates.add(verdict.signature)
             self.confirmation.candidate(Finding(case=worker.case, verdict=verdict, lane=self.config.lane.to_json(),
-                                                triage=result.triage))
+                                                triage=result.triage, features=result.reached))
         worker.index = worker.case = None
         worker.judged = []
 

@@ -1,14 +1,25 @@
 """Which case a worker runs next, and the case corpus a campaign replays and grows.
 
 Stored corpus cases come first (this shard's share of them), then generated cases in
-index order (``settings.shard_indices``: case i is a pure function of the seed and i).
-A finished case that reached something no earlier case of the run did (an op, a guard
-form, a kind of call that recompiled) joins the corpus, and so does a confirmed
+index order (``settings.shard_indices``). A finished case that reached something no
+earlier case of the run did (an op, a guard form, a kind of call that recompiled, a
+compiler feature: ``symfuzz.coverage``) joins the corpus, and so does a confirmed
 finding's case.
+
+Guidance: such a case also joins the run's pool of parents, and a share of the generated
+cases (``--guidance``) are mutants of a pool case: its recorded Hypothesis choices
+replayed with a small edit (``fuzz/mutate.py``), so a case that reached a rare compiler
+path is explored around. Whether case i is a mutant, and of which parent, is drawn from
+(seed, i); the pool holds what earlier cases reached, so with several workers the parent
+depends on the order cases finished in. A mutant is a pure function of its recorded
+choices (the worker records them in ``case.origin``), so its findings replay from their
+JSON alone like any other.
 """
 
 from __future__ import annotations
 
+import random
+from dataclasses import dataclass
 from typing import Optional
 
 from symfuzz.corpus.case_corpus import CaseCorpus
@@ -17,6 +28,18 @@ from symfuzz.messages import CORPUS_PREFIX, CaseResult, is_corpus_index
 from symfuzz.progress import Progress
 from symfuzz.settings import CampaignConfig, shard_indices
 from symfuzz.stats import Stats
+
+
+# A parent's weight in the draw: the features it reached first (capped), so that cases that
+# opened more new ground are explored around more often.
+MAX_PARENT_WEIGHT = 8
+
+
+@dataclass(frozen=True)
+class Parent:
+    name: str  # a generated case's index, or the stored corpus case's name
+    choices: list  # its Hypothesis choice sequence (case.origin["choices"])
+    weight: int
 
 
 class CaseSource:
@@ -28,6 +51,8 @@ class CaseSource:
         self.next_index: Optional[int] = next(self.indices, None)
         self.corpus = CaseCorpus(config.corpus) if config.corpus else None
         self.reached = {"op": set(), "guards": set(), "recompile": set()}  # what earlier cases reached
+        self.pool: list[Parent] = []  # cases that reached something new: guidance mutates them
+        self.mutants = 0  # generated cases assigned as mutants
         self.replay_queue = self._corpus_cases()
         self.stats.replay["stored"] = len(self.replay_queue)
         self.replayed_candidates: set[str] = set()  # signatures that corpus replays failed with
@@ -62,6 +87,7 @@ class CaseSource:
                 kind, _, what = why.partition(":")
                 if kind in self.reached:
                     self.reached[kind].add(what)
+            self._add_parent(f"corpus:{case.name}", case.case, len(case.why))
         return [c for c in stored if int(c.name[:8], 16) % n == k - 1]
 
     def assign_next(self, worker) -> None:
@@ -73,12 +99,34 @@ class CaseSource:
                 if not self.replay_queue:
                     self.progress.note(f"replayed the corpus ({len(list(self.corpus))} cases stored); generating")
             return
-        if self.next_index is not None and worker.assign(self.next_index):
+        if self.next_index is not None and worker.assign(self.next_index, mutant=self.mutant_for(self.next_index)):
             self.next_index = next(self.indices, None)
 
-    def add_to_corpus(self, case: Optional[dict], index, result: CaseResult) -> None:
-        """Keep a finished case that reached something no earlier case of this run did."""
-        if self.corpus is None or not case:
+    def mutant_for(self, index: int) -> Optional[dict]:
+        """The parent case ``index`` mutates (its name and choices), or None: a fresh draw."""
+        share = self.config.guidance
+        if share <= 0 or not self.pool:
+            return None
+        rng = random.Random(f"symfuzz-guidance:{self.config.seed}:{index}")
+        if rng.random() >= share:
+            return None
+        parent = rng.choices(self.pool, weights=[p.weight for p in self.pool])[0]
+        self.mutants += 1
+        return {"parent": parent.name, "choices": parent.choices}
+
+    def _add_parent(self, name: str, case: Optional[dict], new: int) -> None:
+        choices = ((case or {}).get("origin") or {}).get("choices")
+        if self.config.guidance > 0 and choices and new > 0:
+            self.pool.append(Parent(name, choices, min(new, MAX_PARENT_WEIGHT)))
+
+    def add_to_corpus(self, case: Optional[dict], index, result: CaseResult, new_features=()) -> None:
+        """Keep a finished case that reached something no earlier case of this run did
+        (``new_features``: the compiler features it reached first, ``Stats.new_features``)."""
+        if not case:
+            return
+        if new_features and not is_corpus_index(index):
+            self._add_parent(str(index), case, len(new_features))
+        if self.corpus is None:
             return
         why = []
         for op in sorted(set(result.ops or {})):
@@ -96,8 +144,9 @@ class CaseSource:
             if count and count > 0 and purpose not in self.reached["recompile"]:
                 self.reached["recompile"].add(purpose)
                 why.append(f"recompile:{purpose}")
+        why += [f"feature:{key}" for key in new_features]
         if why and not is_corpus_index(index):
-            self.corpus.add(case, self.config.lane.name, why, environment().get("torch"))
+            self.corpus.add(case, self.config.lane.name, why, environment().get("torch"), features=result.reached)
 
     def finding_to_corpus(self, finding: Finding) -> None:
         """A confirmed finding's case joins the corpus; one found by a replayed case is noted
@@ -107,4 +156,5 @@ class CaseSource:
             if sig not in self.stats.replay["signatures"]:
                 self.stats.replay["signatures"].append(sig)
         elif self.corpus is not None and finding.case:
-            self.corpus.add(finding.case, self.config.lane.name, [f"finding:{sig}"], environment().get("torch"))
+            self.corpus.add(finding.case, self.config.lane.name, [f"finding:{sig}"], environment().get("torch"),
+                            features=finding.features)

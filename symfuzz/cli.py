@@ -195,6 +195,7 @@ def cmd_fuzz(args) -> int:
         ray_address=args.ray_address,
         resume=args.resume,
         reuse_calls=args.reuse_calls,
+        guidance=args.guidance,
         throughput_settings=not args.no_throughput_settings,
         guard_planning=not args.no_guard_planning,
     )

@@ -18,7 +18,7 @@ from symfuzz.corpus.baseline import DEFAULT_BASELINE
 from symfuzz.exit_codes import EXIT_OK, EXIT_USAGE
 from symfuzz.gate import POLICIES
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
-from symfuzz.settings import CASE_TIMEOUT_FLOOR, REUSE_CALLS
+from symfuzz.settings import CASE_TIMEOUT_FLOOR, GUIDANCE, REUSE_CALLS
 
 
 FUZZ_EXIT_CODES = """\
@@ -337,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with guard planning, N more calls per symbolic compile at new sizes inside its guards: "
                            f"a cached graph runs them without compiling, each checked against eager (default {REUSE_CALLS}; "
                            "0: none)")
+    fuzz.add_argument("--guidance", type=share, default=GUIDANCE, metavar="SHARE",
+                      help="share of generated cases that are mutants of earlier cases that reached a compiler "
+                           f"feature no case before them did (0-1; default {GUIDANCE}; 0: every case a fresh draw)")
     fuzz.add_argument("--no-throughput-settings", action="store_true",
                       help="workers keep Inductor's default compile settings (a compile subprocess pool each) and wait "
                            "idle for the canary (the earlier method, for comparison)")

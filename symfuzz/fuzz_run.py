@@ -128,6 +128,12 @@ def print_summary(stats: dict, out: Path, gate: dict | None = None) -> None:
           f"{p['compiled']} compiled without error")
     print(f"calls      {c['made']} made, {c['checked']} checked against eager, {c['recompiles']} recompiles")
     print(f"ops        {stats['distinct_ops']} distinct ops exercised")
+    features = stats.get("features") or {}
+    if features.get("distinct"):
+        families = ", ".join(f"{k} {v}" for k, v in sorted(features["by_family"].items(), key=lambda kv: -kv[1]))
+        mutants = (stats.get("guidance") or {}).get("mutants", 0)
+        print(f"features   {features['distinct']} distinct compiler features reached ({families}); "
+              f"{mutants} cases were mutants of cases that reached something new")
     print("time       " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
     rate = stats.get("throughput") or {}
     if rate:

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from symfuzz.coverage import merged as merged_features
 from symfuzz.corpus.atomic import write_json, write_text
 from symfuzz.report import stats_problem, throughput
 from symfuzz.stats_schema import RATIO, SECTIONS, keys_of, summed
@@ -422,6 +423,9 @@ def merge_stats(sources: list[Source], shards: bool, duplicates: int) -> dict:
     take("throughput", throughput(programs.get("generated", 0), calls.get("checked", 0), guards.get("regions_covered", 0),
                                   out["wall_seconds"], total))
     take("motifs", dict(sorted(_sum_dicts(s.stats.get("motifs") or {} for s in sources).items())))
+    oracle_seconds = _sum_dicts(s.stats.get("oracle_seconds") or {} for s in sources)
+    take("oracle_seconds", {k: round(v, 2) for k, v in sorted(oracle_seconds.items())})
+    take("features", merged_features(s.stats.get("features") or {} for s in sources))
     ops = _sum_dicts(s.stats.get("ops") or {} for s in sources)
     take("ops", dict(sorted(ops.items())))
     take("distinct_ops", len(ops))

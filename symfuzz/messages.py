@@ -20,6 +20,8 @@ same lines.
 from __future__ import annotations
 
 import json
+import math
+import struct
 from dataclasses import asdict, dataclass, field, fields
 from typing import Optional, Union
 
@@ -36,10 +38,13 @@ def is_corpus_index(index) -> bool:
 
 @dataclass(frozen=True)
 class Assign:
-    """Run case ``index`` (generated from the seed), or the stored ``case`` of a corpus replay."""
+    """Run case ``index`` (generated from the seed), or the stored ``case`` of a corpus replay,
+    or case ``index`` as a ``mutant`` of a stored case: ``{"parent": its name, "choices": its
+    Hypothesis choice sequence}`` (``symfuzz.fuzz.mutate.generate_mutant``)."""
 
     index: Union[int, str]
     case: Optional[dict] = None
+    mutant: Optional[dict] = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,8 @@ Request = Union[Assign, RunCanary, Warmup]
 def encode_request(request: Request) -> str:
     if isinstance(request, Assign):
         data = {"index": request.index} if request.case is None else {"index": request.index, "case": request.case}
+        if request.mutant is not None:
+            data["mutant"] = {**request.mutant, "choices": encode_choices(request.mutant["choices"])}
     elif isinstance(request, RunCanary):
         data = {"canary": True}
     else:
@@ -71,7 +78,38 @@ def decode_request(line: str) -> Request:
         return RunCanary()
     if data.get("warmup"):
         return Warmup()
-    return Assign(data["index"], data.get("case"))
+    mutant = data.get("mutant")
+    if mutant is not None:
+        mutant = {**mutant, "choices": decode_choices(mutant["choices"])}
+    return Assign(data["index"], data.get("case"), mutant)
+
+
+def encode_choices(choices) -> list:
+    """A Hypothesis choice sequence as plain JSON, losslessly: booleans, integers, strings and
+    finite floats as themselves, other floats as ``{"float": their IEEE bits in hex}`` (every
+    NaN kept apart), bytes as ``{"bytes": hex}``."""
+    out = []
+    for choice in choices:
+        if isinstance(choice, float) and not math.isfinite(choice):
+            out.append({"float": struct.pack(">d", choice).hex()})
+        elif isinstance(choice, bytes):
+            out.append({"bytes": choice.hex()})
+        else:
+            out.append(choice)
+    return out
+
+
+def decode_choices(data) -> list:
+    """The choice sequence ``encode_choices`` wrote."""
+    out = []
+    for choice in data:
+        if isinstance(choice, dict) and "float" in choice:
+            out.append(struct.unpack(">d", bytes.fromhex(choice["float"]))[0])
+        elif isinstance(choice, dict) and "bytes" in choice:
+            out.append(bytes.fromhex(choice["bytes"]))
+        else:
+            out.append(choice)
+    return out
 
 
 # ------------------------------------------------------------------ events
@@ -99,6 +137,8 @@ class CaseResult:
     rejected: int = 0
     first_errors: dict = field(default_factory=dict)  # the first error of each side, one line
     features: dict = field(default_factory=dict)  # gradient calls, scalar inputs, module, motifs
+    # What the compiler did with the case, name-free: family -> features (oracles/lanes/compile_features.py)
+    reached: dict = field(default_factory=dict)
     guard_shapes: list = field(default_factory=list)
     ops: dict = field(default_factory=dict)  # op name -> uses
     internal_error: Optional[str] = None  # a symfuzz traceback: nothing above was measured

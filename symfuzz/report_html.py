@@ -190,6 +190,8 @@ def plots(run) -> list[str]:
                            + (line_chart("guards-over-time", over_time, "% of guard regions covered", 100)
                               if over_time else NO_TIMELINE)))
 
+    figures.append(_features_figure(stats.get("features") or {}, timeline))
+
     seconds = stats.get("time_seconds") or {}
     parts = [(name, float(seconds.get(name) or 0)) for name in TIME_PARTS]
     parts += [(name, float(v)) for name, v in sorted(seconds.items()) if name not in TIME_PARTS
@@ -198,6 +200,18 @@ def plots(run) -> list[str]:
                            stacked_bar("time", parts) if any(v for _, v in parts)
                            else '<p class="empty">no time recorded</p>'))
     return figures
+
+
+def _features_figure(features: dict, timeline: list[dict]) -> str:
+    """Compiler features reached (symfuzz.coverage): distinct per family, and the total over time."""
+    families = sorted((features.get("by_family") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    bars = [(family, count, str(count)) for family, count in families]
+    over_time = _series(timeline, lambda line: line.get("features"))
+    if not over_time and features.get("over_time"):
+        over_time = {SINGLE_RUN: [(float(t), float(n)) for t, n in features["over_time"]]}
+    return _figure("features", f"Compiler features reached: {features.get('distinct', 0)} distinct, by family",
+                   (bar_chart("features", bars) if bars else '<p class="empty">no features recorded</p>')
+                   + (line_chart("features-over-time", over_time, "distinct features") if over_time else NO_TIMELINE))
 
 
 # ---------------------------------------------------------------- the page

@@ -36,7 +36,8 @@ def identity(config, torch_version: Optional[str]) -> dict:
 # How each identity key is spelled on the command line, for the messages.
 _FLAGS = {"seed": "--seed", "lane": "--lane", "shard": "--shard",
           "gen_config": "--ops/--max-ops/--translation-validation/--module-rate/--gradient-share",
-          "guard_planning": "--no-guard-planning", "reuse_calls": "--reuse-calls", "torch": "torch",
+          "guard_planning": "--no-guard-planning", "reuse_calls": "--reuse-calls", "guidance": "--guidance",
+          "torch": "torch",
           "confirm": "--no-confirm"}
 
 
@@ -59,7 +60,10 @@ def check_out_folder(config, torch_version: Optional[str]) -> Optional[dict]:
     mine = identity(config, torch_version)
     theirs = _upgraded(state.get("identity") or {})
     # A state from before the settings record holds no reuse_calls: not compared.
-    different = [key for key in mine if theirs.get(key) != mine[key] and (key in theirs or key != "reuse_calls")]
+    # A state from before guidance ran every case fresh: guidance 0.
+    theirs = {"guidance": 0.0, **theirs} if "reuse_calls" in theirs else theirs
+    different = [key for key in mine if theirs.get(key) != mine[key]
+                 and (key in theirs or key not in ("reuse_calls", "guidance"))]
     if different:
         what = "; ".join(f"{_FLAGS[k]}: {_show(theirs.get(k))} there, {_show(mine[k])} now" for k in different)
         raise OutFolderError(f"--resume: {out} holds a campaign that draws other cases ({what}); resume it with "
@@ -85,7 +89,7 @@ def write_state(out: Path, config, torch_version: Optional[str], stats, summary:
         "counts": dict(stats.counts), "seconds": dict(stats.seconds), "ops": dict(stats.ops),
         "graphs_per_call": dict(stats.graphs_per_call), "planned": dict(stats.planned),
         "indices": sorted(stats.indices), "replay": dict(stats.replay), "replayed": sorted(replayed),
-        "summary": dict(summary),
+        "summary": dict(summary), "features": stats.coverage.to_json(),
     })
 
 

@@ -30,6 +30,10 @@ CANARY_TIMEOUT = 120.0
 # runs (eager and compiled) while a compile costs a second or more on inductor-cpp.
 REUSE_CALLS = 3
 
+# The share of generated cases that are mutants of cases that reached a new compiler feature
+# (symfuzz.case_source): the rest are fresh draws, which keep finding new ground of their own.
+GUIDANCE = 0.5
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -40,6 +44,7 @@ class RunSettings:
     gen_config: dict = field(default_factory=dict)  # fuzz.generate.GenConfig's fields, as given
     guard_planning: bool = True  # guard-directed calls after the drawn ones (oracles/lanes/guards.py)
     reuse_calls: int = REUSE_CALLS  # more calls per symbolic compile, inside its guards
+    guidance: float = GUIDANCE  # the share of generated cases that mutate a case that reached something new
     shard: Optional[tuple[int, int]] = None
     max_cases: Optional[int] = None
     case_timeout: float = 180.0
@@ -47,7 +52,7 @@ class RunSettings:
     confirm: bool = True
 
     # The keys that fix case i and the checks made on it: a resumed run must match them.
-    IDENTITY = ("seed", "lane", "shard", "gen_config", "guard_planning", "reuse_calls", "confirm")
+    IDENTITY = ("seed", "lane", "shard", "gen_config", "guard_planning", "reuse_calls", "guidance", "confirm")
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -109,12 +114,15 @@ class CampaignConfig:
     throughput_settings: bool = True
     # Guard-directed calls after the drawn ones (--no-guard-planning: off).
     guard_planning: bool = True
+    # The share of generated cases that are mutants of cases that reached a new feature (--guidance).
+    guidance: float = GUIDANCE
 
     @property
     def settings(self) -> RunSettings:
         """The record that fixes this campaign's cases and checks (sent to workers, in stats.json)."""
         return RunSettings(lane=self.lane.name, seed=self.seed, gen_config=dict(self.gen_config),
-                           guard_planning=self.guard_planning, reuse_calls=self.reuse_calls, shard=self.shard,
+                           guard_planning=self.guard_planning, reuse_calls=self.reuse_calls,
+                           guidance=self.guidance, shard=self.shard,
                            max_cases=self.max_cases, case_timeout=self.case_timeout,
                            memory_limit_mb=self.memory_limit_mb, confirm=self.confirm)
 

@@ -11,6 +11,7 @@ import time
 from collections import Counter
 
 from symfuzz.corpus.finding import environment
+from symfuzz.coverage import Coverage
 from symfuzz.messages import CORPUS_PREFIX, CaseResult
 from symfuzz.oracles.verdict import Verdict
 from symfuzz.report import throughput
@@ -36,6 +37,8 @@ class Stats:
         self.replay = {"cases": 0, "first_verdict_seconds": None, "seconds": None, "signatures": []}
         self.prior_wall = 0.0  # the wall time of the runs this one resumes
         self.replayed: list[str] = []  # names of the corpus cases replayed (for --resume)
+        self.coverage = Coverage()  # the compiler features the cases reached
+        self.new_features: list[str] = []  # those the last counted case reached first
 
     def restore(self, state: dict) -> None:
         """Carry over the counters of the run this one resumes (symfuzz.resume)."""
@@ -48,15 +51,23 @@ class Stats:
         self.replay.update(state["replay"])
         self.replayed = list(state["replayed"])
         self.prior_wall = float(state["wall_seconds"])
+        self.coverage.restore(state.get("features") or {})
 
     def add_result(self, index, result: CaseResult, verdicts: list[Verdict]) -> None:
         """Count one finished case; ``verdicts``: its failing verdicts, parsed."""
         c = self.counts
         c["programs_generated"] += 1
         self.count_index(index)
+        self.new_features = []
         if result.internal_error is not None:
             c["internal_errors"] += 1
             return
+        elapsed = self.prior_wall + time.time() - self.started
+        self.new_features = self.coverage.add(result.reached, elapsed)
+        mutant = bool(((result.case or {}).get("origin") or {}).get("mutant"))
+        c["mutant_cases"] += mutant
+        if isinstance(index, int):  # a generated case (a corpus replay is neither)
+            c["mutants_with_new" if mutant else "fresh_with_new"] += bool(self.new_features)
         c["programs_valid"] += result.valid
         c["programs_compiled"] += result.compiled
         c["programs_called"] += result.calls > 0
@@ -114,7 +125,8 @@ class Stats:
         wall += self.prior_wall
         return {"t": round(wall, 2), "programs": c["programs_generated"], "valid": c["programs_valid"],
                 "calls": c["calls"], "checked": c["calls_checked"], "findings": confirmed,
-                "candidates": c["candidates"], "distinct_ops": len(self.ops), "guard_regions": c["guard_regions"],
+                "candidates": c["candidates"], "distinct_ops": len(self.ops), "features": len(self.coverage.cases),
+                "guard_regions": c["guard_regions"],
                 "guard_regions_covered": c["guard_regions_covered"],
                 "seconds": {k: round(v, 2) for k, v in tracked.items()}}
 
@@ -159,11 +171,18 @@ class Stats:
                 "recompile_classes": {k[len(RECOMPILE_PREFIX):]: v for k, v in sorted(c.items())
                                       if k.startswith(RECOMPILE_PREFIX)}}),
             "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
+            "features": self.coverage.to_json(),
+            "guidance": stats_section("guidance", c, {}),
             "findings": extra,
             "time_seconds": {k: round(v, 2) for k, v in tracked.items()},
             "throughput": throughput(c["programs_generated"], c["calls_checked"], c["guard_regions_covered"],
                                      wall, worker_seconds),
             "time_share": {k: round(v / worker_seconds, 4) if worker_seconds else 0 for k, v in tracked.items()},
+            # What the oracles' time went to: each oracle (with the fp64 references and rounding
+            # explanations it asked for), triage on cheaper lanes, fresh recompiles of reused
+            # graphs' failures, and fresh-process confirmation.
+            "oracle_seconds": {**{k.split(":", 1)[1]: round(v, 2) for k, v in sorted(self.seconds.items())
+                                  if k.startswith("oracle:")}, "confirmation": round(self.seconds["confirm"], 2)},
             "ops": dict(sorted(self.ops.items())),
             "distinct_ops": len(self.ops),
         }

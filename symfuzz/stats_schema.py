@@ -53,6 +53,11 @@ SECTIONS = {
         "recompiles_unexplained": (COUNT, "recompiles_unexplained"),
         "recompile_classes": (COUNTS, None),
     },
+    "guidance": {
+        "mutants": (COUNT, "mutant_cases"),  # generated cases that mutated a case that reached something new
+        "mutants_with_new_features": (COUNT, "mutants_with_new"),
+        "fresh_with_new_features": (COUNT, "fresh_with_new"),  # fresh draws that reached something new
+    },
 }
 
 

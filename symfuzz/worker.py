@@ -23,6 +23,7 @@ from symfuzz.canary import canary_case
 from symfuzz.corpus.deaths import enable as enable_stack_dumps
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.drawing import generate
+from symfuzz.fuzz.mutate import generate_mutant
 from symfuzz.messages import (
     CanaryDone,
     CaseResult,
@@ -59,7 +60,8 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
     run = execute(case, lane, plan=plan, on_plan=on_plan, reuse_calls=reuse_calls)
     case = run.case or case
     t1 = time.perf_counter()
-    verdicts = judge(case, run, oracle_names)
+    oracle_seconds: dict = {}
+    verdicts = judge(case, run, oracle_names, seconds=oracle_seconds)
     # The earliest failing call decides, crash before mismatch: the order a
     # repro script judges in, so a repro prints the same signature. A discrete flip that
     # rounding explains (evidence.rounding) comes after every real failure: it is no bug.
@@ -72,7 +74,9 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
     elif failures:
         if on_judged is not None:
             on_judged([v.to_json() for v in failures])  # kept even if triage kills the process
+        t_triage = time.perf_counter()
         triaged = triage(case, lane, failures[0])
+        oracle_seconds["triage"] = time.perf_counter() - t_triage  # cheaper lanes, each a compile
         failures[0] = replace(failures[0], stage=triaged["stage"])
     t2 = time.perf_counter()
     calls = run.calls
@@ -87,8 +91,12 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         "seconds": {
             "compile": run.seconds["compile"],
             "run": run.seconds["run"] + run.seconds["eager"],
-            "oracle": t2 - t1,
+            "oracle": t2 - t1 + run.seconds.get("recheck", 0.0),
             "execute_other": (t1 - t0) - sum(run.seconds.values()),
+            # what the oracles' time went to: each oracle's own, triage's, and in execute the
+            # fresh compiles that recheck a reused graph's failure (oracles/lanes/execute.py)
+            **{f"oracle:{name}": s for name, s in oracle_seconds.items()},
+            **({"oracle:fresh-recompile": run.seconds["recheck"]} if "recheck" in run.seconds else {}),
         },
         "verdicts": [v.to_json() for v in failures],
         "triage": triaged,
@@ -103,6 +111,7 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         "first_errors": _first_errors(calls),
         "features": case_features(case, calls),
         "guard_shapes": guard_shapes(run.guards.get("guards") or []),
+        "reached": getattr(run, "features", None) or {},  # what the compiler did with it (symfuzz.coverage)
     }
 
 
@@ -154,13 +163,19 @@ def run_canary(lane) -> CaseResult:
     return CaseResult.from_json({**result, "total_seconds": time.perf_counter() - t0})
 
 
-def run_generated(index, settings: RunSettings, config, lane, send, stored=None) -> None:
+def run_generated(index, settings: RunSettings, config, lane, send, stored=None, mutant=None) -> None:
     """Generate case ``index`` (or take the ``stored`` case JSON of a corpus replay, its
-    guard-directed calls planned again), run it, and send its ``Started`` and ``Result`` events."""
+    guard-directed calls planned again; or draw case ``index`` as a ``mutant`` of a stored
+    case, ``{"parent": name, "choices": [...]}``), run it, and send its ``Started`` and
+    ``Result`` events."""
     t0 = time.perf_counter()
     try:
-        case = (Case.from_json(stored).without_planned_calls() if stored is not None
-                else generate(settings.seed, index, config))
+        if stored is not None:
+            case = Case.from_json(stored).without_planned_calls()
+        elif mutant is not None:
+            case = generate_mutant(settings.seed, index, mutant["choices"], config, parent=mutant.get("parent"))
+        else:
+            case = generate(settings.seed, index, config)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
@@ -221,7 +236,7 @@ def main(argv=None) -> int:
             warm = run_canary(lane)
             send(Warm(warm.internal_error is None, time.perf_counter() - t0))
         else:
-            run_generated(request.index, settings, config, lane, send, request.case)
+            run_generated(request.index, settings, config, lane, send, request.case, request.mutant)
     return 0
 
 

@@ -203,8 +203,8 @@ def parse_page(path: Path) -> PageParser:
     return parser
 
 
-TIMELINE_PLOTS = {"findings", "checked", "programs", "guards-over-time"}
-STATS_PLOTS = {"ops", "guards", "time"}
+TIMELINE_PLOTS = {"findings", "checked", "programs", "guards-over-time", "features-over-time"}
+STATS_PLOTS = {"ops", "guards", "time", "features"}
 
 
 def test_html_is_self_contained_and_has_every_plot(real_out, tmp_path):
@@ -215,7 +215,10 @@ def test_html_is_self_contained_and_has_every_plot(real_out, tmp_path):
     if (real_out / "timeline.jsonl").exists():
         assert set(page.plots) == TIMELINE_PLOTS | STATS_PLOTS
     else:
-        assert set(page.plots) == STATS_PLOTS and "no timeline recorded" in text
+        # (the features curve is in stats.json too)
+        assert set(page.plots) - {"features-over-time"} == STATS_PLOTS and "no timeline recorded" in text
+    features = json.loads((real_out / "stats.json").read_text())["features"]
+    assert features["distinct"] > 0 and f"Compiler features reached: {features['distinct']} distinct" in text
     for sig in signatures(real_out):
         assert sig in text
     assert "tanh" in text  # the op coverage names the ops

@@ -9,6 +9,7 @@ the same compiled function. The planned calls become part of the case.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
@@ -56,6 +57,9 @@ class Run:
     guards: dict = field(default_factory=dict)  # regions, over-guards, ... (stats)
     dynamic: Optional[bool] = None
     gradient_ops: list = field(default_factory=list)  # Case.gradient_ops: a gradient mismatch's key
+    # What the compiles produced, name-free (oracles.lanes.compile_features): family -> sorted
+    # features, the union over the run's compiles; {} for lanes without the guard recorder.
+    features: dict = field(default_factory=dict)
 
     @property
     def recompiles(self) -> int:
@@ -219,8 +223,9 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
         guard_info["compiles"] = len(recorder.compiles)
         guard_info["over_guards"] = over_guards(recorder.compiles)
         guard_info.update(_recompile_counts(results))
+        recorder.features.add_all("recompile", sorted(guard_info["recompile_classes"]))
     run = Run(lane.name, results, case.output_ops(), seconds, context, case, guard_info, case.schedule.dynamic,
-              case.gradient_ops())
+              case.gradient_ops(), recorder.features.features() if recorder is not None else {})
     _recheck_reused_failures(run, fn, case, lane)
     return run
 
@@ -410,9 +415,18 @@ def _cover(info: dict, model, case, records) -> None:
 
 
 def _recheck_reused_failures(run: Run, fn, case, lane: Lane) -> None:
-    """For the first failing call that reused a cached graph, compile afresh."""
+    """For the first failing call that reused a cached graph, compile afresh (its time is the
+    oracles' share, ``run.seconds["recheck"]``: this is judging, not running the case)."""
     if lane.runner:
         return
+    start = time.perf_counter()
+    try:
+        _recheck_first_reused_failure(run, fn, case, lane)
+    finally:
+        run.seconds["recheck"] = time.perf_counter() - start
+
+
+def _recheck_first_reused_failure(run: Run, fn, case, lane: Lane) -> None:
     for index, call in enumerate(run.calls):
         failure = script_runtime.judge_call(call.eager, call.compiled, call.reference, run.context)
         if failure is None:

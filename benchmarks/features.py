@@ -1,0 +1,92 @@
+#!/usr/bin/env python
+"""Guidance off against guidance on: the compiler features a campaign reaches in the same budget.
+
+For a fixed seed, lane, budget and number of workers, runs one campaign with every
+generated case a fresh draw (``--guidance 0``) and one with the default share of
+mutants of cases that reached a new compiler feature (``--guidance``,
+``symfuzz.case_source``), one after the other in this process, and prints for each:
+distinct features reached (total and per family: ``symfuzz.coverage``), programs,
+checked calls, checked calls per CPU-minute, the guided run's mutants and how many of
+them reached something new, and confirmed findings (fresh-process confirmation is on
+unless --no-confirm; it runs beside the workers and past the budget, so it is left out
+of the per-CPU-minute rates). The last line is the ratio of distinct features, on to off.
+
+    python benchmarks/features.py --budget 300 --jobs 2
+    python benchmarks/features.py --budget 120 --seed 3 --lane eager --no-confirm
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from symfuzz.campaign import CampaignError  # noqa: E402
+from symfuzz.fuzz_run import run_fuzz  # noqa: E402
+from symfuzz.oracles.lanes.lane import get_lane  # noqa: E402
+from symfuzz.settings import GUIDANCE, CampaignConfig  # noqa: E402
+
+
+def measure(guidance: float, args) -> dict:
+    with tempfile.TemporaryDirectory(prefix="symfuzz-features-") as tmp:
+        config = CampaignConfig(out=Path(tmp), lane=get_lane(args.lane), budget=args.budget, seed=args.seed,
+                                jobs=args.jobs, confirm=not args.no_confirm, quiet=True, guidance=guidance)
+        with contextlib.redirect_stdout(io.StringIO()):  # the app's summary: the table below says it
+            outcome = run_fuzz(config)
+        if outcome.stats is None:
+            raise CampaignError(f"the campaign at --guidance {guidance} could not test anything (exit {outcome.code})")
+        return outcome.stats
+
+
+def rows(stats: dict) -> dict:
+    features, guided = stats.get("features") or {}, stats.get("guidance") or {}
+    out = {"distinct features": features.get("distinct", 0)}
+    out.update({f"  {family}": n for family, n in sorted((features.get("by_family") or {}).items())})
+    out.update({
+        "programs": stats["programs"]["generated"],
+        "checked calls": stats["calls"]["checked"],
+        "checked calls/CPU-min": stats["throughput"]["checked_calls_per_cpu_minute"],
+        "checked calls/compile": stats["calls"]["checked_per_compile"],
+        "mutants": guided.get("mutants", 0),
+        "  reaching something new": guided.get("mutants_with_new_features", 0),
+        "fresh draws reaching something new": guided.get("fresh_with_new_features", 0),
+        "confirmed findings": stats["findings"]["confirmed"],
+        "wall seconds": stats["wall_seconds"],
+    })
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=300.0, help="seconds of fuzzing per campaign (default 300)")
+    parser.add_argument("--jobs", type=int, default=2, help="workers per campaign (default 2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lane", default="inductor-cpp")
+    parser.add_argument("--guidance", type=float, default=GUIDANCE, help=f"the guided run's share (default {GUIDANCE})")
+    parser.add_argument("--no-confirm", action="store_true", help="count candidates without fresh-process runs")
+    args = parser.parse_args()
+    print(f"symfuzz features: lane {args.lane}, seed {args.seed}, {args.jobs} workers, {args.budget:.0f}s each; "
+          f"guidance off, then on ({args.guidance})", file=sys.stderr, flush=True)
+    off = rows(measure(0.0, args))
+    on = rows(measure(args.guidance, args))
+    width = max(len(k) for k in (*off, *on))
+    print(f"{'':{width}}  {'off':>10}  {'on':>10}")
+    for key in dict.fromkeys([*off, *on]):
+        a, b = off.get(key, 0), on.get(key, 0)
+        fmt = (lambda v: f"{v:10.2f}") if isinstance(a, float) or isinstance(b, float) else (lambda v: f"{v:10d}")
+        print(f"{key:{width}}  {fmt(a)}  {fmt(b)}")
+    ratio = on["distinct features"] / off["distinct features"] if off["distinct features"] else float("nan")
+    rate = (on["checked calls/CPU-min"] / off["checked calls/CPU-min"] if off["checked calls/CPU-min"]
+            else float("nan"))
+    print(f"distinct features, on / off: {ratio:.2f}x; checked calls per CPU-minute, on / off: {rate:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

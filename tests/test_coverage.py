@@ -1,0 +1,111 @@
+"""The compiler features a campaign counts (symfuzz/coverage.py), and how guidance picks the
+cases it mutates (symfuzz/case_source.py): what reached something first becomes a parent,
+and whether case i is a mutant, and of which parent, follows from (seed, i)."""
+
+from __future__ import annotations
+
+import json
+
+from symfuzz.case_source import CaseSource
+from symfuzz.corpus.case_corpus import CaseCorpus
+from symfuzz.coverage import Coverage, feature_keys, merged
+from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
+from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.messages import CaseResult
+from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.progress import Progress
+from symfuzz.settings import CampaignConfig
+from symfuzz.stats import Stats
+
+UNIT_TIER = True
+
+
+def test_a_case_reaches_new_features_once_and_the_counts_add_up():
+    cov = Coverage()
+    first = cov.add({"guard": ["Eq(Mod(s,c),0)", "s <= c"], "index": ["FloorDiv[symbolic-divisor]"]}, 1.0)
+    assert first == ["guard:Eq(Mod(s,c),0)", "guard:s <= c", "index:FloorDiv[symbolic-divisor]"]
+    assert cov.add({"guard": ["s <= c"]}, 2.0) == []
+    assert cov.add({"guard": ["s <= c"], "lowering": ["fallback:aten.nonzero.default"]}, 3.0) == [
+        "lowering:fallback:aten.nonzero.default"]
+    data = cov.to_json()
+    assert data["distinct"] == 4 and data["cases_with_new"] == 2
+    assert data["by_family"] == {"guard": 2, "index": 1, "lowering": 1}
+    assert data["reached"]["guard"] == {"Eq(Mod(s,c),0)": 1, "s <= c": 3}
+    assert data["over_time"] == [[1.0, 3], [3.0, 4]]  # the curve grows only when something new is reached
+    again = Coverage()
+    again.restore(json.loads(json.dumps(data)))  # --resume carries it over
+    assert again.to_json() == data
+    both = merged([data, data])
+    assert both["distinct"] == 4 and both["reached"]["guard"]["s <= c"] == 6
+
+
+def test_feature_keys_are_sorted_and_deduplicated():
+    assert feature_keys({"b": ["y", "x", "x"], "a": ["z"]}) == ["a:z", "b:x", "b:y"]
+    assert feature_keys({}) == [] and feature_keys(None) == []
+
+
+class _Worker:
+    def __init__(self):
+        self.assigned = []
+
+    def assign(self, index, case=None, mutant=None):
+        self.assigned.append((index, case, mutant))
+        return True
+
+
+def _source(tmp_path, guidance, corpus=None):
+    config = CampaignConfig(out=tmp_path / "out", lane=get_lane("eager"), seed=3, max_cases=200, guidance=guidance,
+                            corpus=corpus)
+    return CaseSource(config, Stats(config), Progress(60, enabled=False))
+
+
+def _case(i):
+    program = Program(inputs=(Input("x0", "float32", ("s0", 4)),), body=(OpNode("v1", "neg", ("x0",), {}),),
+                      outputs=("v1",))
+    calls = (Call((ArgSpec((5, 4), "float32", 1),)),)
+    return Case(program, Schedule(None, calls), {"seed": 3, "index": i, "choices": [i, 1, 2]}).to_json()
+
+
+def _assign_all(source, n):
+    worker = _worker = _Worker()
+    for _ in range(n):
+        source.assign_next(worker)
+    return _worker.assigned
+
+
+def test_without_a_parent_or_without_guidance_every_case_is_a_fresh_draw(tmp_path):
+    fresh = _source(tmp_path, 0.5)
+    assert all(m is None for _, _, m in _assign_all(fresh, 20))  # nothing reached yet: no parent
+    off = _source(tmp_path, 0.0)
+    off.add_to_corpus(_case(0), 0, CaseResult(), ["guard:s <= c"])
+    assert off.pool == [] and all(m is None for _, _, m in _assign_all(off, 20))
+
+
+def test_cases_that_reached_something_new_are_mutated_and_the_choice_follows_the_seed(tmp_path):
+    def run():
+        source = _source(tmp_path, 0.5)
+        source.add_to_corpus(_case(0), 0, CaseResult(), ["guard:s <= c", "index:Mod[symbolic-divisor]"])
+        source.add_to_corpus(_case(1), 1, CaseResult(), [])  # nothing new: not a parent
+        source.add_to_corpus(_case(2), 2, CaseResult(), ["lowering:fallback:aten.nonzero.default"])
+        return source, _assign_all(source, 200)
+
+    source, assigned = run()
+    assert [p.name for p in source.pool] == ["0", "2"] and [p.weight for p in source.pool] == [2, 1]
+    mutants = [m for _, _, m in assigned if m is not None]
+    assert 70 <= len(mutants) <= 130 and source.mutants == len(mutants)  # about half, at --guidance 0.5
+    assert {m["parent"] for m in mutants} == {"0", "2"}
+    assert all(m["choices"] == _case(int(m["parent"]))["origin"]["choices"] for m in mutants)
+    assert run()[1] == assigned  # the same seed and pool: the same mutants, of the same parents
+
+
+def test_stored_corpus_cases_are_parents_and_new_features_are_stored_with_the_case(tmp_path, monkeypatch):
+    monkeypatch.setattr("symfuzz.case_source.environment", lambda: {"torch": "2.13.0"})  # (platform asks uname)
+    corpus = CaseCorpus(tmp_path / "corpus")
+    corpus.add(_case(7), "eager", ["op:add"], "2.13.0")
+    source = _source(tmp_path, 0.5, corpus=tmp_path / "corpus")
+    assert [p.name for p in source.pool] and source.pool[0].name.startswith("corpus:")
+    reached = {"guard": ["s <= c"]}
+    source.add_to_corpus(_case(8), 8, CaseResult(reached=reached), ["guard:s <= c"])
+    stored = {s.name: json.loads((corpus.cases_dir / f"{s.name}.json").read_text()) for s in corpus}
+    entry = next(e for e in stored.values() if e["case"]["origin"]["index"] == 8)
+    assert "feature:guard:s <= c" in entry["why"] and entry["features"] == reached
