@@ -334,9 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--no-guard-planning", action="store_true",
                       help="make only the drawn calls (no calls solved from the installed guards)")
     fuzz.add_argument("--reuse-calls", type=nonnegative_int, default=REUSE_CALLS, metavar="N",
-                      help="with guard planning, N more calls per symbolic compile at new sizes inside its guards: "
-                           f"a cached graph runs them without compiling, each checked against eager (default {REUSE_CALLS}; "
-                           "0: none)")
+                      help="with guard planning, N more calls per symbolic compile at new sizes inside its guards, "
+                           "and N more per call that compiled at its sizes with new tensor values: a cached graph "
+                           f"runs them without compiling, each checked against eager (default {REUSE_CALLS}; 0: none)")
     fuzz.add_argument("--guidance", type=share, default=GUIDANCE, metavar="SHARE",
                       help="share of generated cases that are mutants of earlier cases that reached a compiler "
                            f"feature no case before them did (0-1; default {GUIDANCE}; 0: every case a fresh draw)")

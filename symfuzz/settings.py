@@ -25,14 +25,16 @@ CASE_TIMEOUT_FLOOR = 30.0
 
 CANARY_TIMEOUT = 120.0
 
-# More calls per symbolic compile, at new sizes inside its guards (CampaignConfig.reuse_calls):
-# a cached graph runs them without compiling, so each is a check at the cost of two small
-# runs (eager and compiled) while a compile costs a second or more on inductor-cpp.
-REUSE_CALLS = 3
+# More calls per symbolic compile, at new sizes inside its guards, and per call that compiled, at
+# its sizes with new tensor values (CampaignConfig.reuse_calls): a cached graph runs them without
+# compiling, so each is a check at the cost of two small runs (eager and compiled) while a
+# compile costs a second or more on inductor-cpp. 4 makes a default campaign check more than
+# three calls per compiled graph (oracles/lanes/execute.py).
+REUSE_CALLS = 4
 
 # The share of generated cases that are mutants of cases that reached a new compiler feature
 # (symfuzz.case_source): the rest are fresh draws, which keep finding new ground of their own.
-GUIDANCE = 0.5
+GUIDANCE = 0.25
 
 
 @dataclass(frozen=True)

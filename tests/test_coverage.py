@@ -77,20 +77,24 @@ def test_without_a_parent_or_without_guidance_every_case_is_a_fresh_draw(tmp_pat
     fresh = _source(tmp_path, 0.5)
     assert all(m is None for _, _, m in _assign_all(fresh, 20))  # nothing reached yet: no parent
     off = _source(tmp_path, 0.0)
-    off.add_to_corpus(_case(0), 0, CaseResult(), ["guard:s <= c"])
+    off.add_to_corpus(_case(0), 0, CaseResult(), ["index:Mod[symbolic-divisor]"])
     assert off.pool == [] and all(m is None for _, _, m in _assign_all(off, 20))
 
 
 def test_cases_that_reached_something_new_are_mutated_and_the_choice_follows_the_seed(tmp_path):
     def run():
         source = _source(tmp_path, 0.5)
-        source.add_to_corpus(_case(0), 0, CaseResult(), ["guard:s <= c", "index:Mod[symbolic-divisor]"])
+        source.add_to_corpus(_case(0), 0, CaseResult(total_seconds=4.0),
+                             ["guard:s <= c", "index:Mod[symbolic-divisor]", "unbacked:created:item"])
         source.add_to_corpus(_case(1), 1, CaseResult(), [])  # nothing new: not a parent
-        source.add_to_corpus(_case(2), 2, CaseResult(), ["lowering:fallback:aten.nonzero.default"])
+        # A new guard text or Dynamo guard kind alone (nearly every case has one) makes no parent.
+        source.add_to_corpus(_case(3), 3, CaseResult(), ["guard:Ne(s,c)", "dynamo:guard:TENSOR_MATCH"])
+        source.add_to_corpus(_case(2), 2, CaseResult(total_seconds=0.5), ["lowering:fallback:aten.nonzero.default"])
         return source, _assign_all(source, 200)
 
     source, assigned = run()
-    assert [p.name for p in source.pool] == ["0", "2"] and [p.weight for p in source.pool] == [2, 1]
+    # weight: the rare-path features it reached first, per second it took (at least one)
+    assert [p.name for p in source.pool] == ["0", "2"] and [p.weight for p in source.pool] == [0.5, 1.0]
     mutants = [m for _, _, m in assigned if m is not None]
     assert 70 <= len(mutants) <= 130 and source.mutants == len(mutants)  # about half, at --guidance 0.5
     assert {m["parent"] for m in mutants} == {"0", "2"}
@@ -105,7 +109,7 @@ def test_stored_corpus_cases_are_parents_and_new_features_are_stored_with_the_ca
     source = _source(tmp_path, 0.5, corpus=tmp_path / "corpus")
     assert [p.name for p in source.pool] and source.pool[0].name.startswith("corpus:")
     reached = {"guard": ["s <= c"]}
-    source.add_to_corpus(_case(8), 8, CaseResult(reached=reached), ["guard:s <= c"])
+    source.add_to_corpus(_case(8), 8, CaseResult(reached=reached), ["guard:s <= c"])  # stored, though no parent
     stored = {s.name: json.loads((corpus.cases_dir / f"{s.name}.json").read_text()) for s in corpus}
     entry = next(e for e in stored.values() if e["case"]["origin"]["index"] == 8)
     assert "feature:guard:s <= c" in entry["why"] and entry["features"] == reached

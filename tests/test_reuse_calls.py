@@ -13,7 +13,7 @@ from symfuzz.stats import Stats
 from symfuzz.fuzz.case import Case
 from symfuzz.merge import Source, merge_stats
 from symfuzz.oracles.lanes import execute as execute_module
-from symfuzz.oracles.lanes.execute import REUSE_PURPOSE, execute
+from symfuzz.oracles.lanes.execute import REUSE_PURPOSE, VALUE_PURPOSE, execute
 from symfuzz.oracles.lanes.guards import model_shapes
 from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.oracles.registry import judge
@@ -39,7 +39,14 @@ def test_extra_calls_come_last_inside_the_guards_and_are_checked():
     new = [c.to_json() for c in after.case.schedule.calls]
     assert new[: len(old)] == old  # the calls before them are the same calls
     more = extra(after)
-    assert more and more == list(range(len(old), len(new)))
+    assert more and more == list(range(len(old), len(old) + len(more)))
+    # Then, per call that compiled, as many at its sizes with new tensor values: cached graphs run them.
+    values = [i for i, c in enumerate(after.calls) if c.purpose.startswith(VALUE_PURPOSE)]
+    assert values and values == list(range(len(old) + len(more), len(new)))
+    for i in values:
+        call, spec = after.calls[i], after.case.schedule.calls[i]
+        assert tuple(model_shapes(spec)) in {tuple(model_shapes(c)) for c in before.case.schedule.calls}
+        assert call.graphs == 0 and "out" in call.eager and "out" in call.compiled, (i, call.purpose)
     shapes = [tuple(model_shapes(after.case.schedule.calls[i])) for i in more]
     assert len(set(shapes)) == len(shapes)
     assert not set(shapes) & {tuple(model_shapes(c)) for c in before.case.schedule.calls}  # new sizes
@@ -51,7 +58,7 @@ def test_extra_calls_come_last_inside_the_guards_and_are_checked():
         assert "out" in call.eager and "out" in call.compiled
     assert failures(after) == []
     checked = lambda run: sum(1 for c in run.calls if "error" not in c.eager and "error" not in c.compiled)  # noqa: E731
-    assert checked(after) == checked(before) + len(more)
+    assert checked(after) == checked(before) + len(more) + len(values)
     # Only the calls inside the guards of the model the other planned calls came from promise reuse.
     own = f"{REUSE_PURPOSE}: graph of call {after.guards['model_call']}"
     assert [after.calls[i].expect_reuse for i in more if after.calls[i].purpose == own] == [True] * 3

@@ -20,7 +20,8 @@ from symfuzz.fuzz.case import ArgSpec, Call
 from symfuzz.fuzz.ir import PRELUDE
 from symfuzz.fuzz.module_runtime import ModuleSide
 from symfuzz.fuzz.schedule import demands_specialization
-from symfuzz.oracles.lanes.guards import (INT_LOW, MAX_SIZE, MODERATE, build_model, model_shapes, over_guards, plan_calls,
+from symfuzz.oracles.lanes.guards import (INT_LOW, MAX_SIZE, MODERATE, PlannedCall, build_model, model_shapes, over_guards,
+                                          plan_calls,
                                           plan_reuse, recording_backend)
 from symfuzz.oracles.lanes.lane import Lane, config_patch
 from symfuzz.oracles.lanes.recompile_reasons import EXPLAINED, RecompileWatch, guard_verdicts
@@ -131,6 +132,12 @@ def _marks_cover_tied_dims(case) -> bool:
 # compiling already.
 REUSE_MODELS = 4
 REUSE_PURPOSE = "reuse-more"
+# With ``reuse_calls`` N > 0, per call that compiled (a drawn or a guard-directed one, static
+# compiles too; at most VALUE_REUSE_CALLS of them), N more calls at that call's sizes and
+# numbers with other tensor values (new seeds): the cached graphs take them without compiling,
+# so each checks what the compiled code computes on other data at the cost of two small runs.
+VALUE_REUSE_CALLS = 8
+VALUE_PURPOSE = "reuse-values"
 
 
 def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = None, reuse_calls: int = 0) -> Run:
@@ -143,8 +150,9 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
     With ``plan`` and ``reuse_calls`` N > 0, after those, N more calls per symbolic
     compile of the program's frame (drawn or planned calls; at most
     ``REUSE_MODELS``), each at new sizes inside that compile's guards: a cached
-    graph takes them without compiling, so they are cheap checks (``_plan_more_reuse``).
-    They come last, so the calls before them, and their verdicts, are as without them.
+    graph takes them without compiling, so they are cheap checks (``_plan_more_reuse``);
+    and N more per call that compiled, at its sizes with new tensor values
+    (``_plan_value_reuse``). They come last, so the calls before them, and their verdicts, are as without them.
     """
     fn = load_program(case, lane.device)
     torch._dynamo.reset()
@@ -194,6 +202,7 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
                                                        before_call=before_call, start=len(calls))
             if plan and reuse_calls > 0 and recorder is not None:
                 more = _plan_more_reuse(recorder, case, fn, lane, model, reuse_calls)
+                more += _plan_value_reuse(case, fn, lane, records, reuse_calls, len(case.schedule.calls) + len(more))
                 if more:
                     planned += more
                     start = len(case.schedule.calls)
@@ -352,6 +361,27 @@ def _plan_more_reuse(recorder, case, fn, lane: Lane, latest, count: int) -> list
             if not _eager_accepts(fn, call, lane.device, len(calls) + len(out)):
                 continue
             out.append((call, replace(planned, expect_reuse=planned.expect_reuse and promises)))
+    return out
+
+
+def _plan_value_reuse(case, fn, lane: Lane, records, count: int, start: int) -> list:
+    """``count`` more calls per call that compiled and ran on both sides (``records``: the
+    calls made so far; at most ``VALUE_REUSE_CALLS`` of them), each at that call's sizes and
+    numbers with new tensor values, as (Call, PlannedCall) pairs; ``start``: the index the
+    first of them gets. Derived from the case alone: the new seeds follow from the old ones."""
+    calls = case.schedule.calls
+    compiled = [i for i, (eager, comp) in enumerate(records)
+                if comp.get("graphs", 0) > 0 and "error" not in eager and "error" not in comp]
+    out = []
+    for index in compiled[:VALUE_REUSE_CALLS]:
+        template = calls[index]
+        label = f"{VALUE_PURPOSE}: sizes of call {index}"
+        for k in range(1, count + 1):
+            args = tuple(a if a.scalar else replace(a, seed=(a.seed * 1_000_003 + 7_919 * k) % 2**31)
+                         for a in template.args)
+            call = Call(args, {"planned": label}, template.training)
+            if _eager_accepts(fn, call, lane.device, start + len(out)):
+                out.append((call, PlannedCall(model_shapes(template), label, False, ())))
     return out
 
 
