@@ -22,7 +22,7 @@ import pytest
 from conftest import ROOT, planted_env
 
 from symfuzz.campaign import Campaign
-from symfuzz.settings import CampaignConfig
+from symfuzz.settings import REUSE_CALLS, CampaignConfig
 from symfuzz.corpus.replay import ReplayOutcome, _judge_hang, hang_limit
 from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.resume import STATE_FILE, OutFolderError, check_out_folder
@@ -228,7 +228,7 @@ def test_hidden_files_do_not_make_an_out_folder_busy(tmp_path):
     ({"shard": (1, 2)}, "--shard: None there"),
     ({"gen_config": {"max_ops": 3}}, "--ops/--max-ops"),
     ({"confirm": False}, "--no-confirm: True there, False now"),
-    ({"reuse_calls": 0}, "--reuse-calls: 3 there, 0 now"),
+    ({"reuse_calls": 0}, f"--reuse-calls: {REUSE_CALLS} there, 0 now"),
     ({"guard_planning": False}, "--no-guard-planning: True there, False now"),
 ])
 def test_resume_refuses_a_campaign_that_draws_other_cases(tmp_path, change, message):

@@ -359,6 +359,17 @@ def _fail_generating(should_fail):
         return original(seed, index, config)
 
     drawing.generate = generate
+    # A mutant of an earlier case (guidance) is generated too: the same cases fail.
+    from symfuzz.fuzz import mutate
+
+    original_mutant = mutate.generate_mutant
+
+    def generate_mutant(seed, index, parent_choices, config, parent=None):
+        if should_fail(index):
+            raise RuntimeError(f"planted generator fault at case {index}")
+        return original_mutant(seed, index, parent_choices, config, parent=parent)
+
+    mutate.generate_mutant = generate_mutant
 
 
 def plant_slow_generation():
