@@ -141,6 +141,9 @@ GRADIENT = CheckSpec(
     prerequisites=(AUTOGRAD_REGISTRATION.name, SCHEMA.name),  # a hidden mutation breaks finite differences
     edges=(Edge("at most 3", seed=1), Edge("small", seed=1), Edge("ones", seed=1),
            Edge("small", seed=2, transposed=True)),
+    # Under --quick: small sizes, plain and transposed. Each input is a gradcheck, the dearest
+    # judgement of the quick checks; a wrong formula shows at any size, a layout bug transposed.
+    quick_edges=(Edge("small", seed=1), Edge("small", seed=2, transposed=True)),
     max_size=6,  # gradcheck's cost grows with every element
     grads=ALL_GRADS,
     repro_dtype="float64",
