@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="make only the drawn calls (no calls solved from the installed guards)")
     fuzz.add_argument("--reuse-calls", type=nonnegative_int, default=REUSE_CALLS, metavar="N",
                       help="with guard planning, N more calls per symbolic compile at new sizes inside its guards, "
-                           "and N more per call that compiled at its sizes with new tensor values: a cached graph "
+                           "and up to 2 more per call that compiled at its sizes with new tensor values: a cached graph "
                            f"runs them without compiling, each checked against eager (default {REUSE_CALLS}; 0: none)")
     fuzz.add_argument("--guidance", type=share, default=GUIDANCE, metavar="SHARE",
                       help="share of generated cases that are mutants of earlier cases that reached a compiler "

@@ -133,10 +133,12 @@ def _marks_cover_tied_dims(case) -> bool:
 REUSE_MODELS = 4
 REUSE_PURPOSE = "reuse-more"
 # With ``reuse_calls`` N > 0, per call that compiled (a drawn or a guard-directed one, static
-# compiles too; at most VALUE_REUSE_CALLS of them), N more calls at that call's sizes and
-# numbers with other tensor values (new seeds): the cached graphs take them without compiling,
-# so each checks what the compiled code computes on other data at the cost of two small runs.
-VALUE_REUSE_CALLS = 8
+# compiles too; at most VALUE_REUSE_CALLS of them), min(N, VALUE_REUSE) more calls at that
+# call's sizes and numbers with other tensor values (new seeds): the cached graphs take them
+# without compiling, so each checks what the compiled code computes on other data at the cost
+# of two small runs.
+VALUE_REUSE_CALLS = 4
+VALUE_REUSE = 2
 VALUE_PURPOSE = "reuse-values"
 
 
@@ -202,7 +204,8 @@ def execute(case, lane: Lane, plan: bool = False, on_plan: Optional[Callable] = 
                                                        before_call=before_call, start=len(calls))
             if plan and reuse_calls > 0 and recorder is not None:
                 more = _plan_more_reuse(recorder, case, fn, lane, model, reuse_calls)
-                more += _plan_value_reuse(case, fn, lane, records, reuse_calls, len(case.schedule.calls) + len(more))
+                more += _plan_value_reuse(case, fn, lane, records, min(reuse_calls, VALUE_REUSE),
+                                          len(case.schedule.calls) + len(more))
                 if more:
                     planned += more
                     start = len(case.schedule.calls)
