@@ -549,6 +549,107 @@ def plant_segfault_cos_index():
     lowering.lowerings[aten.cos.default] = cos_lowering
 
 
+def _size_symbol(symbol) -> bool:
+    """A size symbol as a kernel's index arithmetic prints it: ``s0`` (a size), ``ps0``
+    (a size expression computed once), ``u0`` (unbacked), or ``ks0`` (a size passed to the
+    kernel); not an index variable (``x0``, ``r0_1``, ``xindex``...)."""
+    import re
+
+    return re.fullmatch(r"(k?s|ps|u)\d+", symbol.name) is not None
+
+
+def _symbolic(expr) -> bool:
+    return any(_size_symbol(s) for s in expr.free_symbols)
+
+
+def _indexes(expr) -> bool:
+    return any(not _size_symbol(s) for s in expr.free_symbols)
+
+
+def plant_symbolic_divisor_index():
+    """Index arithmetic miscomputed when its divisor is a size symbol: Inductor's kernel
+    printers (C++ and Triton) print ``ModularIndexing(i, d, m)`` (``(i // d) % m``) one
+    step on, ``(i // d + 1) % m``, when ``d`` or ``m`` holds a size symbol, and
+    ``FloorDiv(i, d)`` (``i // d``) of an index ``i`` as ``max(i - 1, 0) // d`` when ``d``
+    holds one. Both stay inside the buffer (no crash): the kernel reads the wrong element.
+    Such terms come from views and reshapes of non-contiguous values with dynamic sizes
+    (``x.t().reshape(-1)`` loads ``x[i % s1, i // s1]``); constant divisors, the wrapper's
+    size arithmetic and loop bounds (no index variable in them) print as before, so static
+    compiles and most dynamic ones stay right."""
+    from torch._inductor.codegen import cpp_utils, triton
+
+    cpp_modular, cpp_floordiv = cpp_utils.CppPrinter._print_ModularIndexing, cpp_utils.CppPrinter._print_FloorDiv
+    triton_modular, triton_floordiv = triton.TritonPrinter._print_ModularIndexing, triton.TritonPrinter._print_FloorDiv
+
+    def cast(text):
+        return f"static_cast<int64_t>({text})"
+
+    def cpp_modular_indexing(self, expr):
+        x, div, mod = expr.args
+        if not (expr.is_integer and (_symbolic(div) or _symbolic(mod))):
+            return cpp_modular(self, expr)
+        q = self.doprint(x) if div == 1 else f"c10::div_floor_integer({cast(self.doprint(x))}, {cast(self.doprint(div))})"
+        return f"(({cast(q)} + 1) % {cast(self.doprint(mod))})"  # planted: one element on
+
+    def cpp_floor_div(self, expr):
+        x, div = expr.args
+        if not (expr.is_integer and _symbolic(div) and _indexes(x)):
+            return cpp_floordiv(self, expr)
+        shifted = f"std::max<int64_t>({cast(self.doprint(x))} - 1, 0)"  # planted: one element back
+        return f"c10::div_floor_integer({shifted}, {cast(self.doprint(div))})"
+
+    def triton_modular_indexing(self, expr):
+        x, div, mod = expr.args
+        if not (_symbolic(div) or _symbolic(mod)):
+            return triton_modular(self, expr)
+        q = f"({self.doprint(x)})" if div == 1 else f"(({self.doprint(x)}) // ({self.doprint(div)}))"
+        return f"(({q} + 1) % ({self.doprint(mod)}))"  # planted: one element on
+
+    def triton_floor_div(self, expr):
+        x, div = expr.args
+        if not (_symbolic(div) and _indexes(x)) or not (x.is_nonnegative and div.is_nonnegative):
+            return triton_floordiv(self, expr)
+        return f"(tl.maximum(({self.doprint(x)}) - 1, 0) // ({self.doprint(div)}))"  # planted: one element back
+
+    cpp_utils.CppPrinter._print_ModularIndexing = cpp_modular_indexing
+    cpp_utils.CppPrinter._print_FloorDiv = cpp_floor_div
+    triton.TritonPrinter._print_ModularIndexing = triton_modular_indexing
+    triton.TritonPrinter._print_FloorDiv = triton_floor_div
+
+
+def plant_python_number_guard():
+    """A weakened guard on a Python number: Dynamo compiles an int or float argument that it
+    specializes (at the first call under automatic dynamic, at every call under
+    ``specialize_int``/``specialize_float``) as a constant of the graph and guards on its
+    value (``EQUALS_MATCH``: ``L['k'] == 2``). Planted: for an int or float argument of the
+    compiled frame that guard compares with a tolerance, ``abs(L['k'] - 2) <= 1``, as if
+    written for floats that may round, so a graph specialized for k=2 is reused for k=3 (or
+    f=0.5 for f=1.5). Only a number argument that changes between calls, by at most 1, shows
+    it; bools, tensors, numbers elsewhere (globals, attributes) and equal values keep their
+    guards as before."""
+    import re
+
+    from torch._dynamo.guards import GuardBuilder, get_verbose_code_parts
+
+    original = GuardBuilder.EQUALS_MATCH
+    argument = re.compile(r"^L\['\w+'\]$")
+
+    def EQUALS_MATCH(self, guard, recompile_hint=None):
+        val = self.get(guard)
+        if not (argument.match(guard.name) and type(val) in (int, float) and val == val):
+            return original(self, guard, recompile_hint)
+        ref = self.arg_ref(guard)
+        code = [f"abs({ref} - {val!r}) <= 1"]  # planted: a tolerance where equality was needed
+
+        def close(x):
+            return type(x) is type(val) and abs(x - val) <= 1
+
+        self.get_guard_manager(guard).add_lambda_guard(close, get_verbose_code_parts(code, guard), guard.user_stack)
+        self._set_guard_export_info(guard, code)
+
+    GuardBuilder.EQUALS_MATCH = EQUALS_MATCH
+
+
 PLANTS = {
     "lost-buffer-mutation": plant_lost_buffer_mutation,
     "dropped-comparison-guard": plant_dropped_comparison_guard,
@@ -572,6 +673,8 @@ PLANTS = {
     "oom-sigmoid": plant_memory_hog_on_sigmoid,
     "symbolic-lowering-crash": plant_symbolic_lowering_crash,
     "int-guard": plant_int_guard,
+    "python-number-guard": plant_python_number_guard,
+    "symbolic-divisor-index": plant_symbolic_divisor_index,
     "frame-entry-guard-mismatch": plant_frame_entry_guard_mismatch,
     "generator-fault-most": plant_generator_fault_most,
     "generator-fault-some": plant_generator_fault_some,
