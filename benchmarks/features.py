@@ -6,7 +6,8 @@ generated case a fresh draw (``--guidance 0``) and one with the default share of
 mutants of cases that reached a new compiler feature (``--guidance``,
 ``symfuzz.case_source``), one after the other in this process, and prints for each:
 distinct features reached (total and per family: ``symfuzz.coverage``), programs,
-checked calls, checked calls per CPU-minute, the guided run's mutants and how many of
+checked calls, checked calls per CPU-minute and per compile, the shares of worker time
+the oracles and symfuzz's own overhead took, the guided run's mutants and how many of
 them reached something new, and confirmed findings (fresh-process confirmation is on
 unless --no-confirm; it runs beside the workers and past the budget, so it is left out
 of the per-CPU-minute rates). The last line is the ratio of distinct features, on to off.
@@ -53,6 +54,8 @@ def rows(stats: dict) -> dict:
         "checked calls": stats["calls"]["checked"],
         "checked calls/CPU-min": stats["throughput"]["checked_calls_per_cpu_minute"],
         "checked calls/compile": stats["calls"]["checked_per_compile"],
+        "oracles' share of worker time": stats["time_share"].get("oracles", 0.0),
+        "overhead's share of worker time": stats["time_share"].get("overhead", 0.0),
         "mutants": guided.get("mutants", 0),
         "  reaching something new": guided.get("mutants_with_new_features", 0),
         "fresh draws reaching something new": guided.get("fresh_with_new_features", 0),

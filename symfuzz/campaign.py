@@ -107,6 +107,7 @@ class Campaign:
         self.health = ProgramHealth()
         self.stop_reason: Optional[str] = None  # why the campaign stopped early
         self.fuzz_start: Optional[float] = None  # when the canary passed: the budget starts then
+        self.workers_wall: Optional[float] = None  # seconds from the start until the workers closed (Stats.to_json)
         self.disk_full: Optional[DiskFullError] = None  # the first write a full disk stopped
         if resumed is not None:
             self._resume(resumed)
@@ -207,6 +208,7 @@ class Campaign:
                     self.write_stats(now - start)
                     last_stats = now
                 self.progress.update(now - self.fuzz_start if fuzzing else 0.0, self.stats.counts, self.summary)
+            self.workers_wall = time.monotonic() - start
             for w in workers:
                 w.close()
                 if w in self.spawned:
@@ -506,7 +508,7 @@ class Campaign:
             "interrupted_by": self.interrupted_by,
             "minified": self.minified,
         }
-        data = self.stats.to_json(wall, extra)
+        data = self.stats.to_json(wall, extra, self.workers_wall)
         data["canary"] = self.canary
         data["health"] = {
             "problems": self.problems(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Optional
 
 from symfuzz.corpus.finding import environment
 from symfuzz.coverage import Coverage
@@ -130,13 +131,18 @@ class Stats:
                 "guard_regions_covered": c["guard_regions_covered"],
                 "seconds": {k: round(v, 2) for k, v in tracked.items()}}
 
-    def to_json(self, wall: float, extra: dict) -> dict:
+    def to_json(self, wall: float, extra: dict, workers_wall: Optional[float] = None) -> dict:
+        """stats.json's content. ``wall``: seconds since the run started; ``workers_wall``: of
+        those, the seconds the workers were up (None while they still are). Confirmations a
+        run waits for after its budget, and minifying, come after the workers closed: that
+        wall time is no worker's, and counting it as theirs would show it as overhead."""
         c = self.counts
         wall += self.prior_wall
+        workers_wall = wall if workers_wall is None else min(workers_wall + self.prior_wall, wall)
         generated = max(c["programs_generated"], 1)
-        # Workers run for the whole wall time; fresh-process confirmations run
-        # beside them, so their time adds to the total rather than hiding in it.
-        worker_seconds = wall * self.config.jobs + self.seconds["confirm"]
+        # Workers run while the workers are up; fresh-process confirmations run beside them
+        # (and on after them), so their time adds to the total rather than hiding in it.
+        worker_seconds = workers_wall * self.config.jobs + self.seconds["confirm"]
         tracked = {
             "generating": self.seconds["generate"],
             "compiling": self.seconds["compile"],

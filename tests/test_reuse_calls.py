@@ -133,12 +133,24 @@ def test_worker_settings_follow_the_campaign_config(tmp_path):
     assert json.loads(worker_args(old)[-1])["reuse_calls"] == 0 and throughput_env(old) == {}
 
 
-def _stats(tmp_path, checked, regions, compiles, wall, jobs=2):
+def _stats(tmp_path, checked, regions, compiles, wall, jobs=2, workers_wall=None, confirm=0.0):
     stats = Stats(CampaignConfig(out=tmp_path, lane=get_lane("eager"), jobs=jobs))
     stats.counts.update(programs_generated=10, calls_checked=checked, guard_regions_covered=regions,
                         graphs_compiled=compiles, reuse_more_reused=4)
-    stats.seconds.update(generate=1.0, compile=50.0, run=2.0, oracle=3.0, execute_other=4.0)
-    return stats.to_json(wall, {})
+    stats.seconds.update(generate=1.0, compile=50.0, run=2.0, oracle=3.0, execute_other=4.0, confirm=confirm)
+    return stats.to_json(wall, {}, workers_wall)
+
+
+def test_wall_time_after_the_workers_closed_is_no_workers_time_nor_overhead(tmp_path):
+    """A run that waits 100 s past its budget for confirmations: the workers were up for 60 s,
+    the confirmations ran 120 s (beside the workers, then alone)."""
+    data = _stats(tmp_path, checked=120, regions=30, compiles=40, wall=160.0, workers_wall=60.0, confirm=120.0)
+    assert data["wall_seconds"] == 160.0
+    assert data["throughput"]["cpu_minutes"] == 4.0  # two workers for a minute, plus two minutes of confirming
+    assert data["time_seconds"]["oracles"] == 123.0
+    assert data["time_seconds"]["overhead"] == 240.0 - (1 + 50 + 2 + 4 + 123)  # 60 s, not 60 + 2 * 100
+    still_up = _stats(tmp_path, checked=120, regions=30, compiles=40, wall=160.0, confirm=120.0)
+    assert still_up["throughput"]["cpu_minutes"] == 7.333  # while the workers run, all the wall is theirs
 
 
 def test_stats_report_throughput_per_cpu_minute(tmp_path):
