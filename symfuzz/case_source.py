@@ -9,9 +9,14 @@ finding's case.
 Guidance: such a case also joins the run's pool of parents, and a share of the generated
 cases (``--guidance``) are mutants of a pool case: its recorded Hypothesis choices
 replayed with a small edit (``fuzz/mutate.py``), so a case that reached a rare compiler
-path is explored around. Whether case i is a mutant, and of which parent, is drawn from
-(seed, i); the pool holds what earlier cases reached, so with several workers the parent
-depends on the order cases finished in. A mutant is a pure function of its recorded
+path is explored around. Which parent is drawn by its weight *now* (``Parent.weight``):
+how rare its features are among the cases counted so far (a feature every tenth case
+reaches counts a tenth of one only it reached: FairFuzz's rare-branch targeting), how
+often its mutants reached something new against how often it was mutated (AFLFast's
+power schedule: an exhausted parent fades), and how fast it runs. Whether case i is a
+mutant, and the draw among the weights, follow from (seed, i); the pool and its counts
+hold what earlier cases reached, so with several workers the parent depends on the
+order cases finished in. A mutant is a pure function of its recorded
 choices (the worker records them in ``case.origin``), so its findings replay from their
 JSON alone like any other.
 """
@@ -24,14 +29,14 @@ from typing import Optional
 
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.corpus.finding import Finding, environment
+from symfuzz.coverage import family_of, feature_keys
 from symfuzz.messages import CORPUS_PREFIX, CaseResult, is_corpus_index
 from symfuzz.progress import Progress
 from symfuzz.settings import CampaignConfig, shard_indices
 from symfuzz.stats import Stats
 
 
-# A parent's weight in the draw: the rare-path features it reached first (capped), per second
-# it took (a fast case is explored around more cheaply: AFL's favouring of fast inputs).
+# A parent's rarity is capped at this many features only it reached (Parent.weight).
 MAX_PARENT_WEIGHT = 8
 # Families whose new features make a parent. Nearly every fresh case reaches a guard text or a
 # Dynamo guard kind no earlier one did (measured: 45 of 47 cases in a 4-minute campaign), so
@@ -40,11 +45,26 @@ MAX_PARENT_WEIGHT = 8
 STEERING_FAMILIES = ("index", "specialize", "unbacked", "aot", "recompile", "assert", "lowering")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Parent:
     name: str  # a generated case's index, or the stored corpus case's name
     choices: list  # its Hypothesis choice sequence (case.origin["choices"])
-    weight: float
+    features: tuple  # the steering features it reached ("family:feature")
+    seconds: float  # what it took to run
+    mutated: int = 0  # its mutants assigned so far
+    fruitful: int = 0  # of those, the ones that reached a feature no earlier case had
+
+    def weight(self, reached) -> float:
+        """Its share of the draw. ``reached``: cases per feature so far (``Coverage.cases``).
+
+        Rarity: each feature counts one over the cases that reached it (one only this
+        parent reached counts 1), capped. Energy: (1 + fruitful mutants) over the square
+        root of (1 + mutants), so a parent whose mutants find nothing new fades while one
+        that keeps giving keeps its share. Per second it took, from one (a fast case is
+        explored around more cheaply: AFL's favouring of fast inputs)."""
+        rarity = min(sum(1.0 / max(reached.get(f, 0), 1) for f in self.features), MAX_PARENT_WEIGHT)
+        energy = (1 + self.fruitful) / (1 + self.mutated) ** 0.5
+        return max(rarity, 1.0 / MAX_PARENT_WEIGHT) * energy / max(self.seconds, 1.0)
 
 
 class CaseSource:
@@ -57,6 +77,7 @@ class CaseSource:
         self.corpus = CaseCorpus(config.corpus) if config.corpus else None
         self.reached = {"op": set(), "guards": set(), "recompile": set()}  # what earlier cases reached
         self.pool: list[Parent] = []  # cases that reached something new: guidance mutates them
+        self.parents: dict[str, Parent] = {}  # the pool by name
         self.mutants = 0  # generated cases assigned as mutants
         self.replay_queue = self._corpus_cases()
         self.stats.replay["stored"] = len(self.replay_queue)
@@ -92,7 +113,7 @@ class CaseSource:
                 kind, _, what = why.partition(":")
                 if kind in self.reached:
                     self.reached[kind].add(what)
-            self._add_parent(f"corpus:{case.name}", case.case, len(case.why), 1.0)
+            self._add_parent(f"corpus:{case.name}", case.case, tuple(w.removeprefix("feature:") for w in case.why), 1.0)
         return [c for c in stored if int(c.name[:8], 16) % n == k - 1]
 
     def assign_next(self, worker) -> None:
@@ -115,23 +136,35 @@ class CaseSource:
         rng = random.Random(f"symfuzz-guidance:{self.config.seed}:{index}")
         if rng.random() >= share:
             return None
-        parent = rng.choices(self.pool, weights=[p.weight for p in self.pool])[0]
+        reached = self.stats.coverage.cases
+        parent = rng.choices(self.pool, weights=[p.weight(reached) for p in self.pool])[0]
+        parent.mutated += 1
         self.mutants += 1
         return {"parent": parent.name, "choices": parent.choices}
 
-    def _add_parent(self, name: str, case: Optional[dict], new: int, seconds: float) -> None:
+    def _add_parent(self, name: str, case: Optional[dict], features: tuple, seconds: float) -> None:
         choices = ((case or {}).get("origin") or {}).get("choices")
-        if self.config.guidance > 0 and choices and new > 0:
-            self.pool.append(Parent(name, choices, min(new, MAX_PARENT_WEIGHT) / max(seconds, 1.0)))
+        if self.config.guidance > 0 and choices and features:
+            self.pool.append(Parent(name, choices, features, seconds))
+            self.parents[name] = self.pool[-1]
+
+    def _credit_parent(self, case: dict, new_features) -> None:
+        """A mutant finished: its parent's energy counts whether it reached something new."""
+        mutant = (case.get("origin") or {}).get("mutant") or {}
+        parent = self.parents.get(str(mutant.get("parent")))
+        if parent is not None and mutant.get("edit") is not None:
+            parent.fruitful += bool(new_features)
 
     def add_to_corpus(self, case: Optional[dict], index, result: CaseResult, new_features=()) -> None:
         """Keep a finished case that reached something no earlier case of this run did
         (``new_features``: the compiler features it reached first, ``Stats.new_features``)."""
         if not case:
             return
-        steering = [key for key in new_features if key.split(":", 1)[0] in STEERING_FAMILIES]
-        if steering and not is_corpus_index(index):
-            self._add_parent(str(index), case, len(steering), result.total_seconds)
+        self._credit_parent(case, new_features)
+        if any(family_of(key) in STEERING_FAMILIES for key in new_features) and not is_corpus_index(index):
+            reached = set(feature_keys(result.reached)) | set(new_features)
+            steering = tuple(sorted(k for k in reached if family_of(k) in STEERING_FAMILIES))
+            self._add_parent(str(index), case, steering, result.total_seconds)
         if self.corpus is None:
             return
         why = []

@@ -5,8 +5,9 @@ and whether case i is a mutant, and of which parent, follows from (seed, i)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 
-from symfuzz.case_source import CaseSource
+from symfuzz.case_source import MAX_PARENT_WEIGHT, CaseSource, Parent
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.coverage import Coverage, feature_keys, merged
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
@@ -59,11 +60,14 @@ def _source(tmp_path, guidance, corpus=None):
     return CaseSource(config, Stats(config), Progress(60, enabled=False))
 
 
-def _case(i):
+def _case(i, parent=None):
     program = Program(inputs=(Input("x0", "float32", ("s0", 4)),), body=(OpNode("v1", "neg", ("x0",), {}),),
                       outputs=("v1",))
     calls = (Call((ArgSpec((5, 4), "float32", 1),)),)
-    return Case(program, Schedule(None, calls), {"seed": 3, "index": i, "choices": [i, 1, 2]}).to_json()
+    origin = {"seed": 3, "index": i, "choices": [i, 1, 2]}
+    if parent is not None:
+        origin["mutant"] = {"parent": parent, "edit": "an edit"}
+    return Case(program, Schedule(None, calls), origin).to_json()
 
 
 def _assign_all(source, n):
@@ -93,13 +97,44 @@ def test_cases_that_reached_something_new_are_mutated_and_the_choice_follows_the
         return source, _assign_all(source, 200)
 
     source, assigned = run()
-    # weight: the rare-path features it reached first, per second it took (at least one)
-    assert [p.name for p in source.pool] == ["0", "2"] and [p.weight for p in source.pool] == [0.5, 1.0]
+    assert [p.name for p in source.pool] == ["0", "2"]
+    # A parent keeps all the steering features it reached (not the guard text), and its run time.
+    assert source.pool[0].features == ("index:Mod[symbolic-divisor]", "unbacked:created:item")
+    assert [p.seconds for p in source.pool] == [4.0, 0.5]
     mutants = [m for _, _, m in assigned if m is not None]
     assert 70 <= len(mutants) <= 130 and source.mutants == len(mutants)  # about half, at --guidance 0.5
     assert {m["parent"] for m in mutants} == {"0", "2"}
     assert all(m["choices"] == _case(int(m["parent"]))["origin"]["choices"] for m in mutants)
     assert run()[1] == assigned  # the same seed and pool: the same mutants, of the same parents
+
+
+def test_a_parent_weighs_by_how_rare_its_features_are_and_fades_while_its_mutants_find_nothing():
+    parent = Parent("0", [1, 2], ("index:Mod[symbolic-divisor]", "lowering:aten.add"), seconds=0.5)
+    assert parent.weight({"index:Mod[symbolic-divisor]": 1, "lowering:aten.add": 4}) == 1.25  # 1/1 + 1/4
+    assert parent.weight({"index:Mod[symbolic-divisor]": 10, "lowering:aten.add": 10}) == 0.2  # both common now
+    assert parent.weight({}) == 2.0  # features counted by no case yet (a stored parent's): one each
+    parent.mutated = 3  # three mutants, none fruitful: half the share
+    assert parent.weight({"index:Mod[symbolic-divisor]": 1, "lowering:aten.add": 4}) == 0.625
+    parent.fruitful = 1  # one of them reached something new
+    assert parent.weight({"index:Mod[symbolic-divisor]": 1, "lowering:aten.add": 4}) == 1.25
+    slow = Parent("1", [1], ("index:Mod[symbolic-divisor]",), seconds=4.0)
+    assert slow.weight({"index:Mod[symbolic-divisor]": 1}) == 0.25  # per second it took
+    many = Parent("2", [1], tuple(f"lowering:op{i}" for i in range(20)), seconds=1.0)
+    assert many.weight({}) == MAX_PARENT_WEIGHT  # rarity is capped
+
+
+def test_mutants_are_counted_against_their_parent_and_credited_when_they_reach_something_new(tmp_path):
+    source = _source(tmp_path, 1.0)
+    source.add_to_corpus(_case(0), 0, CaseResult(), ["index:Mod[symbolic-divisor]"])
+    source.add_to_corpus(_case(1), 1, CaseResult(), ["lowering:aten.add"])
+    assigned = _assign_all(source, 40)
+    by_parent = Counter(m["parent"] for _, _, m in assigned)
+    assert sum(by_parent.values()) == 40 and [p.mutated for p in source.pool] == [by_parent["0"], by_parent["1"]]
+    source.add_to_corpus(_case(100, parent="1"), 100, CaseResult(), ["lowering:aten.mul"])
+    source.add_to_corpus(_case(101, parent="1"), 101, CaseResult(), [])
+    source.add_to_corpus(_case(102, parent="0"), 102, CaseResult(), [])
+    assert [p.fruitful for p in source.pool] == [0, 1, 0]  # case 100 reached a new lowering: a parent itself
+    assert source.pool[2].name == "100"
 
 
 def test_stored_corpus_cases_are_parents_and_new_features_are_stored_with_the_case(tmp_path, monkeypatch):
