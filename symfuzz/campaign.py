@@ -231,6 +231,8 @@ class Campaign:
             self.disk_full = self.disk_full or exc
             self.confirmation.runner.cancel()
         finally:
+            if self.workers_wall is None:  # the loop was cut short: the workers close now
+                self.workers_wall = time.monotonic() - start
             # Every worker still open, including one started while a signal cut its caller short
             # (not yet in ``workers``): none may outlive the campaign.
             for w in list(self.spawned):
@@ -519,7 +521,8 @@ class Campaign:
             write_json(self.out / "internal_errors.json", {"total": self.internal.total, "causes": self.internal.by_count()})
         write_json(self.out / "stats.json", data)
         write_state(self.out, self.config, self.torch_version, self.stats, dict(self.summary), self.stats.replayed,
-                    self.stats.prior_wall + wall, write_json)
+                    self.stats.prior_wall + wall, write_json,
+                    self.stats.prior_workers_wall + (wall if self.workers_wall is None else self.workers_wall))
         append_line(self.out / "timeline.jsonl", self.stats.timeline_line(wall, extra["confirmed"], data["time_seconds"]))
         return data
 

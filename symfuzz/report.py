@@ -196,7 +196,7 @@ LIST_ITEMS = {"findings.signatures": str, "replay.signatures": str, "health.prob
 def throughput(programs: int, checked: int, regions_covered: int, wall: float, worker_seconds: float) -> dict:
     """stats.json "throughput": programs per minute of wall time, and checked calls and
     guard regions covered per CPU-minute. A CPU-minute is a minute of one worker slot
-    (each worker holds one CPU for the whole wall time, idle or not; fresh-process
+    (each worker holds one CPU while the workers are up, idle or not; fresh-process
     confirmations add theirs): the same worker time "time_seconds" divides up, so the
     campaign and ``symfuzz merge`` (from the merged sums) compute them alike."""
     cpu_minutes = worker_seconds / 60

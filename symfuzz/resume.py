@@ -81,11 +81,14 @@ def _upgraded(theirs: dict) -> dict:
 
 
 def write_state(out: Path, config, torch_version: Optional[str], stats, summary: dict, replayed: list,
-                wall: float, write_json) -> None:
+                wall: float, write_json, workers_wall: Optional[float] = None) -> None:
+    """``wall``: the seconds of this run and the ones it resumes; ``workers_wall``: of those,
+    the seconds workers were up (the whole wall if None)."""
     write_json(out / STATE_FILE, {
         "version": STATE_VERSION,
         "identity": identity(config, torch_version),
         "wall_seconds": round(wall, 2),
+        "workers_wall_seconds": round(wall if workers_wall is None else workers_wall, 2),
         "counts": dict(stats.counts), "seconds": dict(stats.seconds), "ops": dict(stats.ops),
         "graphs_per_call": dict(stats.graphs_per_call), "planned": dict(stats.planned),
         "indices": sorted(stats.indices), "replay": dict(stats.replay), "replayed": sorted(replayed),
@@ -112,6 +115,8 @@ def _read_state(out: Path) -> dict:
         bad = [key for key, ok in (
             ("indices", all(isinstance(i, int) and not isinstance(i, bool) for i in state["indices"])),
             ("replayed", all(isinstance(n, str) for n in state["replayed"])),
+            ("workers_wall_seconds", isinstance(state.get("workers_wall_seconds", 0.0), numbers)
+             and not isinstance(state.get("workers_wall_seconds"), bool)),
             *((key, all(isinstance(k, str) and isinstance(v, numbers) and not isinstance(v, bool)
                         for k, v in state[key].items()))
               for key in ("counts", "seconds", "ops", "graphs_per_call", "planned", "summary")),

@@ -37,6 +37,7 @@ class Stats:
         self.indices: list[int] = []  # generated case indices that finished (stats.json "indices")
         self.replay = {"cases": 0, "first_verdict_seconds": None, "seconds": None, "signatures": []}
         self.prior_wall = 0.0  # the wall time of the runs this one resumes
+        self.prior_workers_wall = 0.0  # of that, the time their workers were up
         self.replayed: list[str] = []  # names of the corpus cases replayed (for --resume)
         self.coverage = Coverage()  # the compiler features the cases reached
         self.new_features: list[str] = []  # those the last counted case reached first
@@ -52,6 +53,8 @@ class Stats:
         self.replay.update(state["replay"])
         self.replayed = list(state["replayed"])
         self.prior_wall = float(state["wall_seconds"])
+        # (a state written before workers_wall_seconds was kept: its whole wall)
+        self.prior_workers_wall = float(state.get("workers_wall_seconds", self.prior_wall))
         self.coverage.restore(state.get("features") or {})
 
     def add_result(self, index, result: CaseResult, verdicts: list[Verdict]) -> None:
@@ -138,7 +141,7 @@ class Stats:
         wall time is no worker's, and counting it as theirs would show it as overhead."""
         c = self.counts
         wall += self.prior_wall
-        workers_wall = wall if workers_wall is None else min(workers_wall + self.prior_wall, wall)
+        workers_wall = self.prior_workers_wall + (wall - self.prior_wall if workers_wall is None else workers_wall)
         generated = max(c["programs_generated"], 1)
         # Workers run while the workers are up; fresh-process confirmations run beside them
         # (and on after them), so their time adds to the total rather than hiding in it.

@@ -153,6 +153,20 @@ def test_wall_time_after_the_workers_closed_is_no_workers_time_nor_overhead(tmp_
     assert still_up["throughput"]["cpu_minutes"] == 7.333  # while the workers run, all the wall is theirs
 
 
+def test_a_resumed_run_counts_the_earlier_runs_workers_time_not_their_wait(tmp_path):
+    """The earlier run: 500 s of wall, its workers up for 300 s of it (campaign-state.json)."""
+    stats = Stats(CampaignConfig(out=tmp_path, lane=get_lane("eager"), jobs=2))
+    state = {"counts": {}, "seconds": {}, "ops": {}, "graphs_per_call": {}, "planned": {}, "indices": [],
+             "replay": {}, "replayed": [], "wall_seconds": 500.0, "workers_wall_seconds": 300.0}
+    stats.restore(state)
+    data = stats.to_json(100.0, {}, 60.0)  # this run: 100 s, its workers up for 60 s
+    assert data["wall_seconds"] == 600.0
+    assert data["throughput"]["cpu_minutes"] == 12.0  # (300 + 60) s of two workers
+    del state["workers_wall_seconds"]
+    stats.restore(state)
+    assert stats.prior_workers_wall == 500.0  # a state written before it was kept: its whole wall
+
+
 def test_stats_report_throughput_per_cpu_minute(tmp_path):
     data = _stats(tmp_path, checked=120, regions=30, compiles=40, wall=60.0)
     rate = data["throughput"]
