@@ -51,6 +51,9 @@ class StoredCase:
     case: dict
     lane: str
     why: tuple[str, ...]
+    # What the compiler did with it when it was stored, as "family:feature" strings (the
+    # entry's "features"; none in an entry stored before they were recorded)
+    features: tuple[str, ...] = ()
 
 
 class CaseCorpus:
@@ -132,7 +135,16 @@ def read_stored_case(path: Path) -> StoredCase:
         raise FindingFormatError(f"field 'lane' must be a string, got {kind_of(lane)}; {NOT_A_CASE}")
     if not isinstance(why, list) or not all(isinstance(w, str) for w in why):
         raise FindingFormatError(f"field 'why' must be an array of strings; {NOT_A_CASE}")
-    return StoredCase(path.stem, case, lane, tuple(why))
+    return StoredCase(path.stem, case, lane, tuple(why), _feature_keys(data.get("features")))
+
+
+def _feature_keys(features) -> tuple[str, ...]:
+    """A stored entry's "features" (family -> names) as sorted "family:feature" strings; a field
+    of another shape is no features (it only steers guidance, never decides a replay)."""
+    if not isinstance(features, dict):
+        return ()
+    return tuple(sorted({f"{family}:{name}" for family, names in features.items() if isinstance(names, list)
+                         for name in names if isinstance(name, str)}))
 
 
 NOT_A_CASE = "this is not a stored case symfuzz wrote (or it was edited): skipped, left as it is"

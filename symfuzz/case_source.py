@@ -6,17 +6,19 @@ earlier case of the run did (an op, a guard form, a kind of call that recompiled
 compiler feature: ``symfuzz.coverage``) joins the corpus, and so does a confirmed
 finding's case.
 
-Guidance: such a case also joins the run's pool of parents, and a share of the generated
+Guidance: such a case, if what it reached first is of a steering family (``STEERING_FAMILIES``),
+also joins the run's pool of parents, and a share of the generated
 cases (``--guidance``) are mutants of a pool case: its recorded Hypothesis choices
 replayed with a small edit (``fuzz/mutate.py``), so a case that reached a rare compiler
 path is explored around. Which parent is drawn by its weight *now* (``Parent.weight``):
 how rare its features are among the cases counted so far (a feature every tenth case
 reaches counts a tenth of one only it reached: FairFuzz's rare-branch targeting), how
 often its mutants reached something new against how often it was mutated (AFLFast's
-power schedule: an exhausted parent fades), and how fast it runs. Whether case i is a
-mutant, and the draw among the weights, follow from (seed, i); the pool and its counts
-hold what earlier cases reached, so with several workers the parent depends on the
-order cases finished in. A mutant is a pure function of its recorded
+power schedule: an exhausted parent fades), and how fast it ran. Whether case i is a
+mutant, and the draw among the weights, follow from (seed, i); but the weights hold what
+earlier cases reached and the seconds they took, so which parent case i gets can differ
+between two runs of one seed (with several workers, also by the order cases finished in).
+What reproduces is the case itself: a mutant is a pure function of its recorded
 choices (the worker records them in ``case.origin``), so its findings replay from their
 JSON alone like any other.
 """
@@ -58,13 +60,19 @@ class Parent:
         """Its share of the draw. ``reached``: cases per feature so far (``Coverage.cases``).
 
         Rarity: each feature counts one over the cases that reached it (one only this
-        parent reached counts 1), capped. Energy: (1 + fruitful mutants) over the square
-        root of (1 + mutants), so a parent whose mutants find nothing new fades while one
-        that keeps giving keeps its share. Per second it took, from one (a fast case is
-        explored around more cheaply: AFL's favouring of fast inputs)."""
+        parent reached counts 1), capped. Energy: the square root of (1 + fruitful mutants)
+        over (1 + mutants), at most 1: a parent whose every mutant reached something new
+        keeps its share, one whose mutants find nothing fades as one over the square root
+        of their number. Per second it took, from one (a fast case is explored around more
+        cheaply: AFL's favouring of fast inputs)."""
         rarity = min(sum(1.0 / max(reached.get(f, 0), 1) for f in self.features), MAX_PARENT_WEIGHT)
-        energy = (1 + self.fruitful) / (1 + self.mutated) ** 0.5
+        energy = ((1 + self.fruitful) / (1 + self.mutated)) ** 0.5
         return max(rarity, 1.0 / MAX_PARENT_WEIGHT) * energy / max(self.seconds, 1.0)
+
+
+def _steering(keys) -> tuple:
+    """Of ``keys`` ("family:feature"), those of a steering family, sorted."""
+    return tuple(sorted(k for k in keys if family_of(k) in STEERING_FAMILIES))
 
 
 class CaseSource:
@@ -77,7 +85,7 @@ class CaseSource:
         self.corpus = CaseCorpus(config.corpus) if config.corpus else None
         self.reached = {"op": set(), "guards": set(), "recompile": set()}  # what earlier cases reached
         self.pool: list[Parent] = []  # cases that reached something new: guidance mutates them
-        self.parents: dict[str, Parent] = {}  # the pool by name
+        self.assigned_mutants: dict[int, Parent] = {}  # generated cases assigned as mutants, not yet finished
         self.mutants = 0  # generated cases assigned as mutants
         self.replay_queue = self._corpus_cases()
         self.stats.replay["stored"] = len(self.replay_queue)
@@ -113,7 +121,8 @@ class CaseSource:
                 kind, _, what = why.partition(":")
                 if kind in self.reached:
                     self.reached[kind].add(what)
-            self._add_parent(f"corpus:{case.name}", case.case, tuple(w.removeprefix("feature:") for w in case.why), 1.0)
+            reached = set(case.features) | {w.removeprefix("feature:") for w in case.why if w.startswith("feature:")}
+            self._add_parent(f"corpus:{case.name}", case.case, _steering(reached), 1.0)
         return [c for c in stored if int(c.name[:8], 16) % n == k - 1]
 
     def assign_next(self, worker) -> None:
@@ -133,6 +142,9 @@ class CaseSource:
         share = self.config.guidance
         if share <= 0 or not self.pool:
             return None
+        if index in self.assigned_mutants:  # asked again (the worker it went to was gone): the same parent
+            parent = self.assigned_mutants[index]
+            return {"parent": parent.name, "choices": parent.choices}
         rng = random.Random(f"symfuzz-guidance:{self.config.seed}:{index}")
         if rng.random() >= share:
             return None
@@ -140,31 +152,36 @@ class CaseSource:
         parent = rng.choices(self.pool, weights=[p.weight(reached) for p in self.pool])[0]
         parent.mutated += 1
         self.mutants += 1
+        self.assigned_mutants[index] = parent
         return {"parent": parent.name, "choices": parent.choices}
 
     def _add_parent(self, name: str, case: Optional[dict], features: tuple, seconds: float) -> None:
         choices = ((case or {}).get("origin") or {}).get("choices")
         if self.config.guidance > 0 and choices and features:
             self.pool.append(Parent(name, choices, features, seconds))
-            self.parents[name] = self.pool[-1]
 
-    def _credit_parent(self, case: dict, new_features) -> None:
-        """A mutant finished: its parent's energy counts whether it reached something new."""
-        mutant = (case.get("origin") or {}).get("mutant") or {}
-        parent = self.parents.get(str(mutant.get("parent")))
-        if parent is not None and mutant.get("edit") is not None:
-            parent.fruitful += bool(new_features)
+    def _credit_parent(self, index, case: dict, new_features) -> None:
+        """Case ``index`` finished: if this run assigned it as a mutant, its parent's energy
+        counts whether it reached a steering feature first (a new guard text alone, which
+        nearly every case reaches, is no fruit). A mutant whose edits all failed (a fresh
+        draw stood in: its ``edit`` is None) counts for nothing."""
+        parent = self.assigned_mutants.pop(index, None) if isinstance(index, int) else None
+        edited = (((case.get("origin") or {}).get("mutant") or {}).get("edit")) is not None
+        if parent is None or not edited:
+            if parent is not None:
+                parent.mutated -= 1
+            return
+        parent.fruitful += bool(_steering(new_features))
 
     def add_to_corpus(self, case: Optional[dict], index, result: CaseResult, new_features=()) -> None:
         """Keep a finished case that reached something no earlier case of this run did
         (``new_features``: the compiler features it reached first, ``Stats.new_features``)."""
         if not case:
             return
-        self._credit_parent(case, new_features)
-        if any(family_of(key) in STEERING_FAMILIES for key in new_features) and not is_corpus_index(index):
-            reached = set(feature_keys(result.reached)) | set(new_features)
-            steering = tuple(sorted(k for k in reached if family_of(k) in STEERING_FAMILIES))
-            self._add_parent(str(index), case, steering, result.total_seconds)
+        self._credit_parent(index, case, new_features)
+        if _steering(new_features) and not is_corpus_index(index):
+            self._add_parent(str(index), case, _steering(set(feature_keys(result.reached)) | set(new_features)),
+                             result.total_seconds)
         if self.corpus is None:
             return
         why = []

@@ -115,7 +115,7 @@ def test_a_parent_weighs_by_how_rare_its_features_are_and_fades_while_its_mutant
     assert parent.weight({}) == 2.0  # features counted by no case yet (a stored parent's): one each
     parent.mutated = 3  # three mutants, none fruitful: half the share
     assert parent.weight({"index:Mod[symbolic-divisor]": 1, "lowering:aten.add": 4}) == 0.625
-    parent.fruitful = 1  # one of them reached something new
+    parent.fruitful = 3  # every one reached something new: the whole share, never more
     assert parent.weight({"index:Mod[symbolic-divisor]": 1, "lowering:aten.add": 4}) == 1.25
     slow = Parent("1", [1], ("index:Mod[symbolic-divisor]",), seconds=4.0)
     assert slow.weight({"index:Mod[symbolic-divisor]": 1}) == 0.25  # per second it took
@@ -123,26 +123,42 @@ def test_a_parent_weighs_by_how_rare_its_features_are_and_fades_while_its_mutant
     assert many.weight({}) == MAX_PARENT_WEIGHT  # rarity is capped
 
 
-def test_mutants_are_counted_against_their_parent_and_credited_when_they_reach_something_new(tmp_path):
+def test_a_mutant_credits_its_parent_only_when_it_reaches_a_steering_feature_first(tmp_path):
     source = _source(tmp_path, 1.0)
     source.add_to_corpus(_case(0), 0, CaseResult(), ["index:Mod[symbolic-divisor]"])
     source.add_to_corpus(_case(1), 1, CaseResult(), ["lowering:aten.add"])
-    assigned = _assign_all(source, 40)
+    assigned = _assign_all(source, 40)  # every generated case a mutant at --guidance 1
     by_parent = Counter(m["parent"] for _, _, m in assigned)
     assert sum(by_parent.values()) == 40 and [p.mutated for p in source.pool] == [by_parent["0"], by_parent["1"]]
-    source.add_to_corpus(_case(100, parent="1"), 100, CaseResult(), ["lowering:aten.mul"])
-    source.add_to_corpus(_case(101, parent="1"), 101, CaseResult(), [])
-    source.add_to_corpus(_case(102, parent="0"), 102, CaseResult(), [])
-    assert [p.fruitful for p in source.pool] == [0, 1, 0]  # case 100 reached a new lowering: a parent itself
-    assert source.pool[2].name == "100"
+    of = {name: [i for i, _, m in assigned if m["parent"] == name] for name in ("0", "1")}
+    assert of["0"] and of["1"]
+    a, b, c = of["1"][0], of["1"][-1], of["0"][0]
+    source.add_to_corpus(_case(a, parent="1"), a, CaseResult(), ["lowering:aten.mul"])  # fruit
+    source.add_to_corpus(_case(b, parent="1"), b, CaseResult(), ["guard:Eq(s,c)", "dynamo:guard:X"])  # none
+    source.add_to_corpus(_case(c, parent="0"), c, CaseResult(), [])
+    assert [p.fruitful for p in source.pool] == [0, 1, 0]  # case a reached a new lowering: a parent itself
+    assert source.pool[2].name == str(a)
+    source.add_to_corpus(_case(a, parent="1"), a, CaseResult(), ["lowering:aten.div"])  # finished already
+    source.add_to_corpus(_case(7, parent="1"), "corpus:" + "0" * 40, CaseResult(), ["lowering:aten.sub"])  # replayed
+    assert [p.fruitful for p in source.pool[:2]] == [0, 1]  # neither was assigned as this run's mutant
+    # A mutant whose edits all failed (a fresh draw stood in) is no mutant of its parent.
+    d = of["0"][-1]
+    fallback = _case(d, parent="0")
+    fallback["origin"]["mutant"]["edit"] = None
+    source.add_to_corpus(fallback, d, CaseResult(), [])
+    assert source.pool[0].mutated == by_parent["0"] - 1
 
 
 def test_stored_corpus_cases_are_parents_and_new_features_are_stored_with_the_case(tmp_path, monkeypatch):
     monkeypatch.setattr("symfuzz.case_source.environment", lambda: {"torch": "2.13.0"})  # (platform asks uname)
     corpus = CaseCorpus(tmp_path / "corpus")
-    corpus.add(_case(7), "eager", ["op:add"], "2.13.0")
+    corpus.add(_case(7), "eager", ["op:add", "feature:index:Mod[symbolic-divisor]"], "2.13.0")
+    corpus.add(_case(9), "eager", ["finding:value-mismatch-0123456789"], "2.13.0",
+               features={"lowering": ["aten.nonzero"], "guard": ["s <= c"]})
+    corpus.add(_case(11), "eager", ["op:add", "feature:guard:Ne(s,c)"], "2.13.0")  # nothing rare: no parent
     source = _source(tmp_path, 0.5, corpus=tmp_path / "corpus")
-    assert [p.name for p in source.pool] and source.pool[0].name.startswith("corpus:")
+    assert all(p.name.startswith("corpus:") for p in source.pool)
+    assert sorted(p.features for p in source.pool) == [("index:Mod[symbolic-divisor]",), ("lowering:aten.nonzero",)]
     reached = {"guard": ["s <= c"]}
     source.add_to_corpus(_case(8), 8, CaseResult(reached=reached), ["guard:s <= c"])  # stored, though no parent
     stored = {s.name: json.loads((corpus.cases_dir / f"{s.name}.json").read_text()) for s in corpus}
