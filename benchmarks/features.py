@@ -9,8 +9,9 @@ distinct features reached (total and per family: ``symfuzz.coverage``), programs
 checked calls, checked calls per CPU-minute and per compile, the shares of worker time
 the oracles and symfuzz's own overhead took, the guided run's mutants and how many of
 them reached something new, and confirmed findings (fresh-process confirmation is on
-unless --no-confirm; it runs beside the workers and past the budget, so it is left out
-of the per-CPU-minute rates). The last line is the ratio of distinct features, on to off.
+unless --no-confirm; it runs beside the workers and on past the budget, and its time
+counts in the CPU-minutes: a run whose cases find more bugs pays for confirming them).
+The last line is the ratio of distinct features, on to off.
 
     python benchmarks/features.py --budget 300 --jobs 2
     python benchmarks/features.py --budget 120 --seed 3 --lane eager --no-confirm

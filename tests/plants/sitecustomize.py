@@ -573,9 +573,10 @@ def plant_symbolic_divisor_index():
     ``FloorDiv(i, d)`` (``i // d``) of an index ``i`` as ``max(i - 1, 0) // d`` when ``d``
     holds one. Both stay inside the buffer (no crash): the kernel reads the wrong element.
     Such terms come from views and reshapes of non-contiguous values with dynamic sizes
-    (``x.t().reshape(-1)`` loads ``x[i % s1, i // s1]``); constant divisors, the wrapper's
-    size arithmetic and loop bounds (no index variable in them) print as before, so static
-    compiles and most dynamic ones stay right."""
+    (for ``x`` of sizes ``(s0, s1)``, ``x.t().reshape(-1)`` loads ``x[i % s0, i // s0]``);
+    constant divisors and moduli print as before, and so does a ``FloorDiv`` with no index
+    variable in it (the wrapper's size arithmetic, loop bounds), so static compiles and
+    many dynamic ones stay right."""
     from torch._inductor.codegen import cpp_utils, triton
 
     cpp_modular, cpp_floordiv = cpp_utils.CppPrinter._print_ModularIndexing, cpp_utils.CppPrinter._print_FloorDiv
