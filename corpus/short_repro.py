@@ -173,7 +173,10 @@ def what_was_seen(verdict, case) -> str:
     error = getattr(evidence, "error", None)
     if isinstance(error, dict):
         message = (error.get("message") or "").strip().splitlines()
-        return f"Compiled raised {error.get('type', 'an error')}: {message[0] if message else ''}"
+        raised = f"{error.get('type', 'an error')}: {message[0] if message else ''}"
+        if verdict.symptom == "accepts-invalid":  # the error is eager's: the compiled call returned
+            return f"Eager raised {raised}; compiled returned a result."
+        return f"Compiled raised {raised}"
     path, detail = getattr(evidence, "path", None), getattr(evidence, "detail", "")
     if detail:
         return f"At {_place(path, case)}: {detail}" if path else f"Compiled: {detail}"

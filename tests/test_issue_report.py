@@ -70,3 +70,16 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "give it alone" in capsys.readouterr().err
     assert main(["report"]) == 2
     assert "give a campaign's output folder (or --issue FINDING)" in capsys.readouterr().err
+
+
+def test_an_accepted_invalid_call_says_eager_raised_and_compiled_returned(tmp_path):
+    """The error an accepts-invalid verdict holds is eager's: the compiled call returned a result."""
+    accepted = _finding("accepts-invalid", RaisedError(error={"type": "builtins.IndexError",
+                                                              "message": "index out of range in self"}))
+    FindingStore(tmp_path).add(accepted)
+    repro = (tmp_path / "accepts-invalid-0123456789" / "repro.py").read_text()
+    assert "Eager raised builtins.IndexError: index out of range in self; compiled returned a result." in repro
+    assert "Compiled raised" not in repro
+    text = issue_report(tmp_path / "accepts-invalid-0123456789")
+    assert "**Actual:** Eager raised builtins.IndexError: index out of range in self; compiled returned a result." \
+        in text
