@@ -35,9 +35,9 @@ REUSE_CALLS = 3
 # (symfuzz.case_source): the rest are fresh draws, which keep finding new ground of their own.
 # Off by default until it reaches more than fresh draws do in a CI-sized budget. Measured with
 # benchmarks/features.py (5 minutes, 2 workers): 0.74x and 1.07x the distinct features of fresh
-# draws with a parent weighted by the features it reached first; 0.79x with rarity and energy
-# (case_source.Parent.weight), where the rare families came out even (250 against 245) and fresh
-# draws kept reaching new guard texts (341 against 212), at 1.5x the checked calls per CPU-minute.
+# draws with a parent weighted by the features it reached first; 0.85x with rarity and energy
+# (case_source.Parent.weight), where the rare families came out ahead (264 against 247) but fresh
+# draws kept reaching new guard texts (343 against 239), at 2.1x the checked calls per CPU-minute.
 GUIDANCE = 0.0
 
 
