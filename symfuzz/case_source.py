@@ -10,7 +10,7 @@ Guidance: such a case, if what it reached first is of a steering family (``STEER
 also joins the run's pool of parents, and a share of the generated
 cases (``--guidance``) are mutants of a pool case: its recorded Hypothesis choices
 replayed with a small edit (``fuzz/mutate.py``), so a case that reached a rare compiler
-path is explored around. Which parent is drawn by its weight *now* (``Parent.weight``):
+path is explored around. Which parent is drawn depends on its weight *now* (``Parent.weight``):
 how rare its features are among the cases counted so far (a feature every tenth case
 reaches counts a tenth of one only it reached: FairFuzz's rare-branch targeting), how
 often its mutants reached something new against how often it was mutated (AFLFast's
