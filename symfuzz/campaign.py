@@ -522,7 +522,7 @@ class Campaign:
         write_json(self.out / "stats.json", data)
         write_state(self.out, self.config, self.torch_version, self.stats, dict(self.summary), self.stats.replayed,
                     self.stats.prior_wall + wall, write_json,
-                    self.stats.prior_workers_wall + (wall if self.workers_wall is None else self.workers_wall))
+                    self.stats.workers_seconds(wall, self.workers_wall))
         append_line(self.out / "timeline.jsonl", self.stats.timeline_line(wall, extra["confirmed"], data["time_seconds"]))
         return data
 

@@ -134,14 +134,19 @@ class Stats:
                 "guard_regions_covered": c["guard_regions_covered"],
                 "seconds": {k: round(v, 2) for k, v in tracked.items()}}
 
+    def workers_seconds(self, wall: float, workers_wall: Optional[float]) -> float:
+        """Wall seconds the workers were up, this run's and the runs' it resumes: ``wall`` is
+        this run's so far, ``workers_wall`` the part the workers were up (None: all of it)."""
+        return self.prior_workers_wall + (wall if workers_wall is None else workers_wall)
+
     def to_json(self, wall: float, extra: dict, workers_wall: Optional[float] = None) -> dict:
         """stats.json's content. ``wall``: seconds since the run started; ``workers_wall``: of
         those, the seconds the workers were up (None while they still are). Confirmations a
         run waits for after its budget, and minifying, come after the workers closed: that
         wall time is no worker's, and counting it as theirs would show it as overhead."""
         c = self.counts
+        workers_wall = self.workers_seconds(wall, workers_wall)
         wall += self.prior_wall
-        workers_wall = self.prior_workers_wall + (wall - self.prior_wall if workers_wall is None else workers_wall)
         generated = max(c["programs_generated"], 1)
         # Workers run while the workers are up; fresh-process confirmations run beside them
         # (and on after them), so their time adds to the total rather than hiding in it.
