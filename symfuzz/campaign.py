@@ -28,12 +28,9 @@ process before it is reported. Output folder:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import queue
 import signal
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -63,6 +60,7 @@ from symfuzz.oracles.verdict import ISOLATION, OUT_OF_MEMORY, Died, Hung, Verdic
 from symfuzz.progress import Progress
 from symfuzz.resume import check_out_folder, write_state
 from symfuzz.settings import CANARY_TIMEOUT, CampaignConfig
+from symfuzz.signals import signals_deferred
 from symfuzz.stats import Stats
 
 # How much of a dead or killed worker's log is read for the stack faulthandler printed.
@@ -269,7 +267,7 @@ class Campaign:
     def _new_worker(self, slot: int):
         # A signal that lands inside Popen would leave a started worker that nobody holds
         # (it outlives the run): the signal waits until the worker is tracked.
-        with _signals_deferred():
+        with signals_deferred():
             if self.config.executor == "ray":
                 # deferred: ray is an optional extra, imported only by runs that ask for it
                 from symfuzz.ray_executor import RayWorker
@@ -341,7 +339,8 @@ class Campaign:
     # ------------------------------------------------------------ health
 
     def _record_internal_error(self, index: Optional[int], text: str) -> None:
-        append_line(self.out / "internal_errors.jsonl", {"index": index, "seed": self.config.seed, "traceback": text})
+        with signals_deferred():  # kept whole by a stop, like a candidate
+            append_line(self.out / "internal_errors.jsonl", {"index": index, "seed": self.config.seed, "traceback": text})
         self.internal.add(index, text)
 
     def _record_health(self, bad: bool) -> None:
@@ -533,26 +532,3 @@ def _death_cause(returncode: Optional[int]) -> str:
     if returncode is None:
         return "host lost"
     return signal.Signals(-returncode).name if returncode < 0 else f"exit {returncode}"
-
-
-@contextlib.contextmanager
-def _signals_deferred():
-    """SIGINT and SIGTERM received inside the block take effect when it ends (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught = []
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s in previous:
-        signal.signal(s, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if caught:
-            handler = previous[caught[0]]
-            if callable(handler):
-                handler(caught[0], None)  # raises KeyboardInterrupt or Terminated
-            elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), caught[0])

@@ -29,6 +29,7 @@ from symfuzz.corpus.store import FindingStore
 from symfuzz.oracles.verdict import Verdict
 from symfuzz.progress import Progress
 from symfuzz.settings import CampaignConfig
+from symfuzz.signals import signals_deferred
 from symfuzz.stats import Stats
 
 
@@ -153,7 +154,8 @@ class Confirmation:
 
     def candidate(self, finding: Finding) -> None:
         """A failure seen in a worker: log it now, confirm it in a fresh process."""
-        append_line(self.out / "candidates.jsonl", finding.to_json())
+        with signals_deferred():  # a stop in mid-line would take the line back, and lose the candidate
+            append_line(self.out / "candidates.jsonl", finding.to_json())
         reason = self._suspect_reason(finding)
         if reason:
             finding.triage = {**finding.triage, "suspect": reason}

@@ -343,7 +343,8 @@ def test_a_short_case_timeout_does_not_shorten_the_canary(tmp_path):
 def test_a_signal_while_a_worker_starts_waits_until_the_worker_is_tracked():
     """SIGTERM inside Popen used to leave a started worker that nobody held: it outlived the
     run and wrote to its log afterwards. Inside the block the signal is held, then raised."""
-    from symfuzz.campaign import Terminated, _signals_deferred
+    from symfuzz.campaign import Terminated
+    from symfuzz.signals import signals_deferred
 
     def raise_terminated(signum, frame):
         raise Terminated()
@@ -352,7 +353,7 @@ def test_a_signal_while_a_worker_starts_waits_until_the_worker_is_tracked():
     try:
         reached = []
         with pytest.raises(Terminated):
-            with _signals_deferred():
+            with signals_deferred():
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.05)
                 reached.append("after the signal")  # not cut short
@@ -360,6 +361,36 @@ def test_a_signal_while_a_worker_starts_waits_until_the_worker_is_tracked():
         assert signal.getsignal(signal.SIGTERM) is raise_terminated
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_signal_while_a_candidate_is_logged_keeps_its_line(tmp_path, monkeypatch):
+    """A SIGTERM that landed while candidates.jsonl was being written used to take the
+    half-written line back (whole or not at all), so the stop lost the candidate it should
+    keep. The line is finished first; then the signal stops the run."""
+    import symfuzz.corpus.atomic as atomic
+    from symfuzz.campaign import Terminated
+
+    write_all = atomic._write_all
+
+    def write_after_a_signal(fd, data):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        write_all(fd, data)
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    campaign = Campaign(_config(tmp_path / "out"))
+    finding = _fixture_finding()
+    monkeypatch.setattr(atomic, "_write_all", write_after_a_signal)
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        with pytest.raises(Terminated):
+            campaign.confirmation.candidate(finding)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    lines = (tmp_path / "out" / "candidates.jsonl").read_text().splitlines()
+    assert [json.loads(line)["signature"] for line in lines] == [finding.signature]
 
 
 def test_once_max_findings_are_confirmed_the_other_candidates_wait_in_unconfirmed(tmp_path):
