@@ -5,7 +5,7 @@
   and the modules it gathers, module_runtime, the lanes' torch-only parts) and the
   helpers file of opcheck's snippets.
 - ``module_body``: a script's own body, kept as a module of its own (corpus/body_repro.py,
-  body_symbolic.py, body_compact.py, body_graph.py): its source below the line ``BODY_FROM``,
+  body_symbolic.py, body_graph.py): its source below the line ``BODY_FROM``,
   with the finding's values written in place of the placeholders (``fill``).
 - ``function_body``: the body of a function, for code a script runs inside a function of
   its own (opcheck/snippet_bodies.py: what each check's snippet does in its main()).

@@ -5,7 +5,7 @@ The scripts need only torch, and each is built from the same pieces:
 - one head (``prelude``): the docstring, the environment (set before torch
   is imported), the imports;
 - the script's own body, kept as code in a module of its own
-  (``body_repro``, ``body_symbolic``, ``body_compact``, ``body_graph``),
+  (``body_repro``, ``body_symbolic``, ``body_graph``),
   pasted with the finding's values in place of its placeholders
   (``corpus.linker.module_body``);
 - the runtime the script carries, inlined from ``fuzz/script_runtime.py``
@@ -23,11 +23,12 @@ The scripts:
   exits ``EXIT_REPRODUCED`` while the bug is present, ``EXIT_FIXED`` once
   fixed, ``EXIT_INVALID`` when nothing can be judged; its last line is
   ``SYMFUZZ-RESULT {json}`` with the signature.
-- ``render_compact``: the short repro of a minified module program, which
-  raises while the bug is present (corpus/short_repro.py writes the others').
 - ``render_graph_repro``: the repro of a graph captured from a user's
   script (the minifier's graph subjects and their checkpoints).
 - ``render_snippet``: a straight-line snippet (opcheck's repro snippets).
+
+(A finding's short repro.py, plain and without this runtime, is corpus/short_repro.py's;
+it borrows ``compile_config_lines`` and ``mark_lines`` from here.)
 
 The callers above this layer (minifier, opcheck) pass what is particular to
 their script as plain data: source text, lines, module names to inline from.
@@ -59,7 +60,6 @@ MODULE_RUNTIME = "symfuzz.fuzz.module_runtime"
 REPRO_BODY = "symfuzz.corpus.body_repro"
 SYMBOLIC_BODY = "symfuzz.corpus.body_symbolic"
 GRAPH_BODY = "symfuzz.corpus.body_graph"
-COMPACT_BODY = "symfuzz.corpus.body_compact"
 # The constants the bodies import, written as their values.
 _CONSTANTS = {"EXIT_FIXED": repr(EXIT_FIXED), "EXIT_REPRODUCED": repr(EXIT_REPRODUCED),
               "EXIT_INVALID": repr(EXIT_INVALID)}
@@ -271,33 +271,10 @@ def render_repro(finding) -> str:
     return _main_script(head, body, helpers)
 
 
-# ---------------------------------------------------------------- minified findings: the short repro
-
-# Findings the short repro can show: it compiles once and compares each call with eager.
-COMPACT_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "crash", "accepts-invalid",
-                    "unsound-guard", "process-death", "timeout")
-# The lines of the short repro that call the compiled function: a failure raised
-# from one of them came from the compiled side (the first is a line of corpus/body_compact.py).
-COMPILED_CALL = "actual = compiled(*args)"
-# With inputs that require grad: the compiled backward (AOTAutograd's backward graph).
-COMPILED_BACKWARD = "actual_grads = input_gradients(actual, [a for a in args if getattr(a, 'requires_grad', False)])"
+# ---------------------------------------------------------------- compile settings and marks, for short repros
 
 _MARK_FUNCTIONS = {"dynamic": "torch._dynamo.mark_dynamic", "maybe_dynamic": "torch._dynamo.maybe_mark_dynamic",
                    "static": "torch._dynamo.mark_static", "unbacked": "torch._dynamo.decorators.mark_unbacked"}
-
-
-def _input_expr(arg) -> str:
-    if arg.scalar:  # a Python number or int list (Case.from_json checked it), as a literal
-        value = arg.value
-        if arg.scalar == "ints":
-            return repr([int(v) for v in value])
-        return repr({"int": int, "float": float, "bool": bool}[arg.scalar](value))
-    layout = arg.layout or {}
-    # ints and a dtype's name only (Case.from_json checks them): nothing from a file is pasted as code
-    expr = f"make_input({tuple(int(n) for n in arg.shape)!r}, torch.{_attribute(arg.dtype)}, {int(arg.seed)}"
-    if layout.get("kind", "contiguous") != "contiguous":
-        expr += f", {layout!r}"
-    return expr + (").requires_grad_()" if arg.requires_grad else ")")
 
 
 def compile_config_lines(lane: dict, schedule) -> list[str]:
@@ -325,65 +302,6 @@ def mark_lines(call) -> list[str]:
             if fn is not None:
                 lines.append(f"{fn}(args[{a}], {int(d)}{bounds if kind in ('dynamic', 'unbacked') else ''})")
     return lines
-
-
-def render_compact(case, verdict, lane: dict, environment: dict, *, discrete: bool = True) -> Optional[str]:
-    """The short repro of a minified module program (``fuzz.case.Case`` with parameters) that fails as
-    ``verdict`` says on ``lane``, or None when it needs the judged repro: runner lanes (torch.export),
-    the Triton interpreter, other devices, and symptoms judged from the compile's bookkeeping. (Other
-    programs get corpus/short_repro.py's plain script.)
-
-    It holds the flags, the ``Model`` class and the calls' inputs, runs eager and compiled each on
-    their own model, and raises on the first call where ``compare`` says compiled differs from eager.
-    Its float64 reference carries rounding's explainer (``reference_call``, with the shadow
-    interpreter, some 500 lines) unless the caller knows that every leaf it compares is a float
-    (``discrete=False``), where that explains nothing."""
-    symptom = verdict.symptom
-    if (symptom not in COMPACT_SYMPTOMS or lane.get("runner") or lane.get("setup")
-            or lane.get("device", "cpu") != "cpu" or not case.program.params):
-        return None
-    schedule = case.schedule
-    compile_args = f"backend={lane['backend']!r}, dynamic={schedule.dynamic!r}"
-    if lane.get("mode"):
-        compile_args += f", mode={lane['mode']!r}"
-    what = what_failed(verdict)
-    head = prelude(f"{what}{',' if what != symptom else ''} under torch.compile({compile_args}) on cpu.", (
-        f"Minified by symfuzz from finding {verdict.signature} (lane {lane['name']}),\n"
-        f"found with torch {environment.get('torch')}. `python repro.py` raises while the bug is present."),
-        env=lane.get("env"))
-    reference = "reference_call" if discrete else "float64_call"
-    config = compile_config_lines(lane, schedule)
-    return _main_script(head, *_compact_module_main(case, symptom, compile_args, config, reference))
-
-
-def _compact_module_main(case, symptom: str, compile_args: str, config: list, reference: str) -> tuple:
-    """(body, helpers) of the short repro of a module program (corpus/body_compact.py): ``config``
-    (flags), the ``Model`` class and a main() that runs eager and compiled on their own models
-    (``module_runtime.ModuleSide``, inlined) and compares, after each call, the outputs, inputs,
-    gradients and the models' parameters and buffers."""
-    schedule = case.schedule
-    marks = []
-    for i, lines in enumerate(mark_lines(c) for c in schedule.calls):
-        if lines:
-            marks += [f"if call == {i}:", *(f"    {line}" for line in lines)]
-    eager_call = "eager_call_accepting_invalid" if symptom == "accepts-invalid" else "eager_call"
-    body = module_body(COMPACT_BODY, {
-        "SLOT_CONFIG": "\n".join(config),
-        "SLOT_PROGRAM": case.source.rstrip(),
-        "SLOT_STEP_NOTE": "# from call to call" + (
-            f", and each call is one training step ({schedule.step['optimizer']})." if schedule.step else "."),
-        "SLOT_STEP": repr(schedule.step),  # a checked step spec (Case.from_json), or None
-        "SLOT_COMPILE_ARGS": compile_args,
-        "SLOT_EAGER_CALL": function_body(COMPACT_BODY, eager_call),
-        "SLOT_MARKS": "\n".join(marks),
-        "SLOT_REFERENCE": reference,
-        "SLOT_CALLS": "\n".join(f"({call.training!r}, lambda: [{', '.join(_input_expr(a) for a in call.args)}]),"
-                                for call in schedule.calls),
-    })
-    if COMPILED_CALL not in body:
-        raise RuntimeError(f"{COMPACT_BODY} lost the line {COMPILED_CALL!r}, by which the minifier tells a crash")
-    helpers = Helpers().pieces(RUNTIME, ["make_input", "compare", reference, "name_gradient"])
-    return body, helpers.module(MODULE_RUNTIME)
 
 
 # ---------------------------------------------------------------- captured graphs

@@ -14,10 +14,16 @@ run that one, so verdicts and signatures do not depend on this script. Where the
 plain checks could disagree with it (a rounding difference that the float64
 reference forgives), the script says so and ``judge.py`` decides.
 
+Confirmation runs it in a fresh process too. One that met another error first
+keeps its place, and its docstring names that error and points to judge.py; one
+that passed (only the float64 reference shows the bug) gives way to the judged
+script. A module program gets two models built alike (the same seeded parameters and
+buffers), one compiled, and its state is checked after each call too; with a
+training step, each side has its optimizer and steps on the gradients checked.
 Findings this cannot show plainly get no short script (``render_short`` returns
-None) and their ``repro.py`` is the judged script itself: module programs,
-torch.export and Triton-interpreter lanes, other devices, and symptoms judged
-from the compiler's bookkeeping (recompiles, guards, fake tensors).
+None) and their ``repro.py`` is the judged script itself: torch.export and
+Triton-interpreter lanes, other devices, and symptoms judged from the compiler's
+bookkeeping (recompiles, guards, fake tensors).
 """
 
 from __future__ import annotations
@@ -40,29 +46,36 @@ SHORT_SYMPTOMS = ("value-mismatch", "metadata-mismatch", "gradient-mismatch", "c
                   "unsound-guard", "process-death", "timeout")
 # What confirmation records (corpus/replay.py) when the short repro, run fresh, fails as the finding does.
 SHORT_SHOWS = "shows the bug"
+OTHER_FAILURE = "it failed otherwise:"  # short_mismatch's words for a run that met another error first
 # Where a minified script's plain checks and symfuzz's judge could differ (rounding), said where they are made.
 JUDGE_NOTE = "  # judge.py beside this file decides rounding cases"
 PROGRAM_MARKER = "# ---------------------------------------------------------------- the program"
 
 
 def short_repro_for(finding) -> Optional[str]:
-    """The short repro.py to store for a finding: None where there is none, or where
-    confirmation ran it and it did not show the bug (``corpus/replay.py``)."""
+    """The short repro.py to store for a finding: None where there is none, or where confirmation ran
+    it (``corpus/replay.py``) and it did not fail at all. One that failed otherwise (another error came
+    first) is kept, and says so: a reader still sees the program and its calls in a screenful, and
+    judge.py beside it shows the bug."""
     checked = (finding.confirmation or {}).get("short_repro")
-    if checked and not checked.startswith(SHORT_SHOWS):
-        return None
-    return render_short(finding)
+    if not checked or checked.startswith(SHORT_SHOWS):
+        return render_short(finding)
+    other = checked.split(OTHER_FAILURE, 1)
+    if len(other) < 2:
+        return None  # it passed, or ran past the time limit: only the judge shows this bug
+    return render_short(finding, caveat=f"Run in a fresh process, this script failed with another error first: "
+                                        f"{other[1].strip()}. judge.py beside it shows the bug: python judge.py")
 
 
 def shown_plainly(verdict, lane: dict, case) -> bool:
     """Can a short script show this finding (else its repro.py is the judged script)?"""
     return (verdict.symptom in SHORT_SYMPTOMS and not lane.get("runner") and not lane.get("setup")
-            and lane.get("device", "cpu") == "cpu" and not case.program.params)
+            and lane.get("device", "cpu") == "cpu")
 
 
-def render_short(finding, minified: bool = False) -> Optional[str]:
+def render_short(finding, minified: bool = False, caveat: str = "") -> Optional[str]:
     """The short repro of a fuzz finding (``corpus.finding.Finding``; ``minified``: the minifier's
-    smallest case of one), or None where it needs the judge."""
+    smallest case of one), or None where it needs the judge. ``caveat``: a paragraph for its docstring."""
     verdict, lane = finding.verdict, finding.lane
     case = Case.from_json(finding.case)
     if not shown_plainly(verdict, lane, case):
@@ -73,8 +86,10 @@ def render_short(finding, minified: bool = False) -> Optional[str]:
     compile_args = f"backend={lane['backend']!r}, dynamic={case.schedule.dynamic!r}"
     if lane.get("mode"):
         compile_args += f", mode={lane['mode']!r}"
-    grads = any(a.requires_grad for c in calls for a in c.args)
-    out = [_docstring(finding, case, compile_args, len(calls), minified)]
+    module = bool(case.program.params)
+    grads = (any(a.requires_grad for c in calls for a in c.args)
+             or any(p.trainable for p in case.program.params))  # a module's gradients are its parameters' too
+    out = [_docstring(finding, case, compile_args, len(calls), minified, caveat)]
     # The lane's settings that keep Inductor's caches off become one: force_disable_caches. (Caches stay
     # off: a kernel cached by a run with the bug would stand in for the compile of a run without it.)
     env = {k: v for k, v in (lane.get("env") or {}).items() if k not in CACHE_SETTINGS}
@@ -89,7 +104,7 @@ def render_short(finding, minified: bool = False) -> Optional[str]:
         config["force_disable_caches"] = True
     if env:
         out += ["import os", "", *(f"os.environ[{k!r}] = {v!r}" for k, v in sorted(env.items())), ""]
-    source = case.source.strip()
+    source, param_makers = _plain_params(case.source.strip())
     # fuzz.ir.PRELUDE's imports (math, torch, F), those the program uses
     out += [line for line in PROGRAM_GLOBALS.strip().splitlines()
             if line == "import torch" or f"{line.split()[-1]}." in source]
@@ -97,44 +112,113 @@ def render_short(finding, minified: bool = False) -> Optional[str]:
     if minified and caches_off:
         out.append("torch.compiler.config.force_disable_caches = True  # compile afresh: no cached kernel stands in")
     out += ["", *([] if minified else [PROGRAM_MARKER]), source, "", ""]
-    kinds = {_maker(a) for c in calls for a in c.args if not a.scalar}
-    helpers = Helpers().pieces(PLAIN_RUNTIME, sorted(kinds) + ["check"] + (["gradients"] if grads else []))
+    kinds = {_maker(a) for c in calls for a in c.args if not a.scalar} | param_makers
+    step = case.schedule.step if grads else None  # a training step (one without gradients changes nothing)
+    helpers = Helpers().pieces(PLAIN_RUNTIME, sorted(kinds) + ["check"] + (["gradients"] if grads else [])
+                               + (["make_optimizer", "train_step"] if step else []))
     out += [helpers.text("\n".join(out)).strip("\n"), "", "",
             "CALLS = [  # each call's arguments: tensors from a seeded generator",
-            *(f"    lambda: [{', '.join(_argument(a) for a in call.args)}]," for call in calls), "]",
-            f"compiled = torch.compile(fn, {compile_args}{options})",
-            "for i, make in enumerate(CALLS):"]
-    marks = [mark_lines(call) for call in calls]
+            *(f"    lambda: [{', '.join(_argument(a) for a in call.args)}]," for call in calls), "]"]
+    if module:
+        out += ["eager, model = Model(), Model()  # built alike: the same seeded parameters and buffers",
+                f"compiled = torch.compile(model, {compile_args}{options})"]
+        if step:  # each call is one training step: forward, the seeded loss's gradients, the optimizer's step
+            how = ", ".join(repr(step[k]) for k in ("optimizer", "lr", "momentum") if k in step)
+            out.append(f"eager_optimizer, optimizer = make_optimizer(eager, {how}), make_optimizer(model, {how})")
+    else:
+        out.append(f"compiled = torch.compile(fn, {compile_args}{options})")
+    out.append("for i, make in enumerate(CALLS):")
+    marks = [mark_lines(call) + _mode_lines(case, i) for i, call in enumerate(calls)]
     inputs_judged = _writes_in_place(case.program) or str(getattr(verdict.evidence, "path", "")).startswith("out[1]")
-    if minified and not (grads or any(marks) or inputs_judged or verdict.symptom == "accepts-invalid"):
+    eager = "eager" if module else "fn"
+    if minified and not (module or grads or any(marks) or inputs_judged or verdict.symptom == "accepts-invalid"):
+        # (The minifier keeps this only where a run of it shows the bug: minifier/compact.py.)
         # Nothing but the outputs to compare: each side gets fresh inputs, the fewest lines a reader needs.
         return re.sub(r"\n{3,}", "\n\n", "\n".join([
             *out, "    expected = fn(*make())", '    check(f"call {i}: outputs", compiled(*make()), expected)' + JUDGE_NOTE,
             'print("compiled matches eager at every call")', ""]))
     out.append("    eager_args, args = make(), make()")
-    for i, lines in enumerate(marks):
-        if lines:
-            out += [f"    if i == {i}:", *(f"        {line}" for line in lines)]
-    if verdict.symptom == "accepts-invalid":
-        out += ["    try:", "        expected = fn(*eager_args)", "    except Exception as error:",
-                "        compiled(*args)",
-                '        raise AssertionError(f"call {i}: compiled returned where eager raised {error!r}")']
-    else:
-        out.append("    expected = fn(*eager_args)")
+    out += _per_call_lines(marks)
+    # A schedule may hold calls eager refuses (an invalid shape, on purpose): compiled must raise as well,
+    # and then the two agree, as the judge has it (fuzz/runtime/comparing.judge_call).
+    out += ["    try:", f"        expected = {eager}(*eager_args)",
+            "    except Exception as error:  # compiled must raise too",
+            "        try:", "            compiled(*args)", "        except Exception:", "            continue",
+            '        raise AssertionError(f"call {i}: compiled returned where eager raised {error!r}")']
     if grads:
-        out.append("    expected_grads = gradients(expected, [a for a in eager_args if getattr(a, 'requires_grad', False)])")
+        out += _gradient_lines("expected_grads = gradients(expected, ", "eager_args", "eager" if module else "")
+    if step:
+        out.append("    train_step(eager_optimizer, eager, expected_grads)")
     out.append("    actual = compiled(*args)")
     if grads:
-        out.append("    actual_grads = gradients(actual, [a for a in args if getattr(a, 'requires_grad', False)])")
+        out += _gradient_lines("actual_grads = gradients(actual, ", "args", "model" if module else "")
+    if step:
+        out.append("    train_step(optimizer, model, actual_grads)")
     out.append('    check(f"call {i}: outputs", actual, expected)' + (JUDGE_NOTE if minified else ""))
     if inputs_judged:
         out.append('    check(f"call {i}: inputs after the call", args, eager_args)')
     if grads:
         out.append('    check(f"call {i}: gradients", actual_grads, expected_grads)')
+    if module:  # parameters and buffers: a buffer's running statistics, a step's updated weights
+        out.append('    check(f"call {i}: the model\'s state", [*model.state_dict().values()], '
+                   '[*eager.state_dict().values()])')
     out += ['print("compiled matches eager at every call")', ""]
-    text = "\n".join(out)
-    # A minified repro is pasted into a bug report whole: one blank line between its parts.
-    return re.sub(r"\n{3,}", "\n\n", text) if minified else text
+    # Pasted into a bug report whole: one blank line between its parts.
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out))
+
+
+def _per_call_lines(per_call: list) -> list[str]:
+    """The loop's lines that only some calls run (marks, a mode switch): one ``if`` per distinct block,
+    naming every call that runs it."""
+    calls_of: dict = {}
+    for i, lines in enumerate(per_call):
+        if lines:
+            calls_of.setdefault(tuple(lines), []).append(i)
+    out = []
+    for lines, calls in calls_of.items():
+        test = f"i == {calls[0]}" if len(calls) == 1 else f"i in {tuple(calls)!r}"
+        out += [f"    if {test}:", *(f"        {line}" for line in lines)]
+    return out
+
+
+def _gradient_lines(start: str, args: str, model: str) -> list[str]:
+    """The loop's lines that take the gradients for ``args`` (the inputs that require grad), then
+    for ``model``'s trainable parameters (a module program's), in the judge's order."""
+    wanted = f"[a for a in {args} if getattr(a, 'requires_grad', False)]"
+    if not model:
+        return [f"    {start}{wanted})"]
+    return [f"    {start}{wanted}", f"    {' ' * len(start)}+ [p for p in {model}.parameters() if p.requires_grad])"]
+
+
+# A module's parameter or buffer made from a seed, as fuzz/ir.py renders it.
+_PARAM_INPUT = re.compile(r"make_input\((\([\d, ]*\)), torch\.(\w+), (\d+)\)")
+
+
+def _plain_params(source: str) -> tuple[str, set]:
+    """A module program's source with its seeded parameters and buffers made by the short script's
+    own helpers (randn, seeded) instead of the judge's make_input; (source, the helpers it needs)."""
+    used = set()
+
+    def plain(match):
+        maker = "randn" if DTYPE_KIND.get(match[2]) == FLOAT else "seeded"
+        used.add(maker)
+        return f"{maker}({match[1]}, torch.{match[2]}, {match[3]})"
+
+    return _PARAM_INPUT.sub(plain, source), used
+
+
+def _mode_lines(case, index: int) -> list[str]:
+    """A module program's switch to train or eval mode before call ``index`` (a new model trains;
+    a call whose ``training`` is None keeps the mode it finds)."""
+    if not case.program.params:
+        return []
+    mode = True
+    for call in case.schedule.calls[:index]:
+        mode = mode if call.training is None else call.training
+    wanted = case.schedule.calls[index].training
+    if wanted is None or wanted == mode:
+        return []
+    return [f"eager.train({wanted})", f"model.train({wanted})"]
 
 
 def _writes_in_place(program) -> bool:
@@ -143,7 +227,7 @@ def _writes_in_place(program) -> bool:
             or re.search(r"\.[A-Za-z0-9]\w*_\(|\]\s*=[^=]", program.render()) is not None)
 
 
-def _docstring(finding, case, compile_args: str, ncalls: int, minified: bool) -> str:
+def _docstring(finding, case, compile_args: str, ncalls: int, minified: bool, caveat: str = "") -> str:
     verdict = finding.verdict
     at = f", at call {verdict.call_index} of {ncalls}" if verdict.call_index is not None and ncalls > 1 else ""
     seen = what_was_seen(verdict, case)
@@ -164,6 +248,8 @@ def _docstring(finding, case, compile_args: str, ncalls: int, minified: bool) ->
     torch_version = finding.environment.get('torch')
     lines += ["", f"symfuzz finding {verdict.signature}, torch {torch_version}. Exits 1 while the bug is present;",
               "judge.py beside it (symfuzz's full judge: float64 reference, signature) decides if they differ."]
+    if caveat:
+        lines += ["", *textwrap.wrap(caveat, 96)]
     return '"""' + docstring_text("\n".join(lines)) + '\n"""'
 
 
@@ -184,17 +270,23 @@ def what_was_seen(verdict, case) -> str:
 
 
 def _place(path: str, case) -> str:
-    """A judged path (``script_runtime.flatten`` over (outputs, inputs after the call, gradients)) in words."""
+    """A judged path (``script_runtime.flatten`` over (outputs, inputs after the call, gradients, and a
+    module's state after the call)) in words."""
     match = re.fullmatch(r"out\[(\d+)\]\[(\d+)\](.*)", path)
     if match is None:
         return path
     part, k, rest = int(match[1]), int(match[2]), match[3]
-    inputs, calls = case.program.inputs, case.schedule.calls
-    names = [i.name for i in inputs] if part == 1 else [
-        i.name for i, a in zip(inputs, calls[0].args if calls else ()) if a.requires_grad]
+    program, calls = case.program, case.schedule.calls
+    if part == 1:
+        names = [i.name for i in program.inputs]
+    elif part == 2:  # the inputs that require grad, then a module's trainable parameters
+        names = [i.name for i, a in zip(program.inputs, calls[0].args if calls else ()) if a.requires_grad]
+        names += [f"self.{p.name}" for p in program.params if p.trainable]
+    else:  # a module's state_dict: its parameters, then its buffers
+        names = [f"self.{p.name}" for kind in ("parameter", "buffer") for p in program.params if p.kind == kind]
     name = names[k] if k < len(names) else str(k)
     return {0: f"output {k}{rest}", 1: f"input {name}{rest} after the call (written in place)",
-            2: f"the gradient for {name}{rest}"}.get(part, path)
+            2: f"the gradient for {name}{rest}", 3: f"the model's {name}{rest} after the call"}.get(part, path)
 
 
 def _maker(arg) -> str:
@@ -264,4 +356,4 @@ def short_mismatch(finding, code: Optional[int], out: str, exceeded: bool = Fals
                  and any(line in block for line in _COMPILED_LINES))
     else:  # a check failed, at the finding's call
         shown = own_check is not None and verdict.call_index in (None, int(own_check[1]))
-    return None if shown else f"it failed otherwise: {(raised or last)[:200]}"
+    return None if shown else f"{OTHER_FAILURE} {(raised or last)[:200]}"

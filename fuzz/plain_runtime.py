@@ -9,6 +9,7 @@ tolerances, without its float64 reference: that stays with the full judge,
 
 import torch
 
+from symfuzz.fuzz.module_runtime import ADAM_EPS
 from symfuzz.fuzz.script_runtime import COTANGENT_SEED, TOLERANCES
 
 
@@ -40,3 +41,21 @@ def gradients(out, inputs):  # of sum_i (o_i * c_i).sum() over the outputs o_i t
     if not terms:
         return [torch.zeros_like(x) for x in inputs]
     return torch.autograd.grad(sum(terms), inputs, allow_unused=True, materialize_grads=True)
+
+
+def make_optimizer(model, kind, lr, momentum=0.0):  # a training step's optimizer over the trainable parameters
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        return None
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum)
+    return torch.optim.Adam(params, lr=lr, eps=ADAM_EPS)
+
+
+def train_step(optimizer, model, grads):  # the update: the parameters' gradients (the last of grads), then a step
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p, g in zip(params, grads[len(grads) - len(params):]):
+        p.grad = g
+    if optimizer is not None:
+        optimizer.step()
+        optimizer.zero_grad()

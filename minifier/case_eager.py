@@ -54,33 +54,6 @@ def values_at(case: Case, index: int) -> dict:
                       json.dumps(case.schedule.calls[index].to_json(), sort_keys=True))
 
 
-# Dtypes whose differences rounding never explains (``script_runtime.rounding_explains``
-# judges bools and integers only).
-_FLOATING = ("float", "bfloat", "complex")
-
-
-def compares_only_floats(case: Case) -> bool:
-    """Is every tensor a short repro compares (the outputs, the tensor inputs'
-    final states, a module's parameters and buffers; gradients are floats) a
-    float or complex one, at every call? Then rounding explains none of its
-    differences, and the repro needs no shadow interpreter. False whenever
-    that is not known: eager raises, or an output is neither a tensor nor an int."""
-    program = case.program
-    if any(i.is_tensor and not i.dtype.startswith(_FLOATING) for i in program.inputs):
-        return False
-    if any(not p.dtype.startswith(_FLOATING) for p in program.params):
-        return False
-    for index in range(len(case.schedule.calls)):
-        values = values_at(case, index)
-        for name in program.outputs:
-            value = values.get(name)
-            if type(value) is int:
-                continue  # compared with ==
-            if not isinstance(value, tuple) or not value[1].startswith(_FLOATING):
-                return False
-    return bool(case.schedule.calls)
-
-
 def eager_runs(case: Case, index: int) -> bool:
     return bool(values_at(case, index))
 

@@ -69,6 +69,16 @@ def planted_env(plant: str) -> dict:
     return {"SYMFUZZ_PLANT": plant, "PYTHONPATH": path}
 
 
+def assert_short_repro(folder: Path, finding: dict, most_lines: int = 100) -> str:
+    """The finding's repro.py is the short script a person reads (judge.py beside it, nothing of
+    the judge's machinery in it, at most ``most_lines``), and confirmation saw it show the bug."""
+    repro = (folder / "repro.py").read_text()
+    assert (folder / "judge.py").is_file() and "SYMFUZZ-RESULT" not in repro, repro[:3000]
+    assert len(repro.splitlines()) <= most_lines, repro
+    assert finding["confirmation"]["short_repro"].startswith("shows the bug"), finding["confirmation"]
+    return repro
+
+
 def once_per_session(tmp_path_factory, name: str, make) -> tuple[Path, dict]:
     """(folder, make's result) of ``make(folder)``, run once per test session, even
     across pytest-xdist workers: the first worker to ask runs it, under a file lock,

@@ -200,7 +200,8 @@ def test_cli_says_how_to_check_by_hand_when_the_finding_does_not_fail(tmp_path):
 
 def test_short_repro_of_accepts_invalid_raises_only_where_compiled_returns(tmp_path):
     """Call 0 is valid (compared as usual); call 1 makes eager raise: the script must
-    say accepts-invalid there only if compiled returns (on the Dynamo-only lane it raises too)."""
+    say accepts-invalid there only if compiled returns. On the Dynamo-only lane it raises too,
+    which is no bug (the judge has it so): the script passes."""
     case = passes.set_constant(toy_case(sizes=(5, 6)), 1, 1, 4)
     calls = list(case.schedule.calls)
     bad = calls[1].args[1]
@@ -213,10 +214,9 @@ def test_short_repro_of_accepts_invalid_raises_only_where_compiled_returns(tmp_p
     path.write_text(render_compact(s))
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": fresh_cache(tmp_path / "c")})
-    assert proc.returncode == 1
-    assert "compiled returned where eager raised" not in proc.stderr  # compiled raised as well: not this bug
-    assert "    compiled(*args)" in proc.stderr  # the compiled call on eager's invalid input raised
-    assert not compact_matches(s, QueryOutcome(1, None, proc.stderr, 1.0))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "compiled matches eager at every call" in proc.stdout  # compiled raised as well: not this bug
+    assert not compact_matches(s, QueryOutcome(0, None, proc.stdout + proc.stderr, 1.0))
 
 
 def test_equal_constant_dims_shrink_together():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from symfuzz.corpus.finding import Finding
-from symfuzz.corpus.scripts import render_compact, render_repro
+from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz import script_runtime
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule, check_step
 from symfuzz.fuzz.drawing import generate
@@ -20,6 +20,7 @@ from symfuzz.fuzz.ir import ExprNode, Input, OpNode, Param, Program, node_reads
 from symfuzz.fuzz.module_runtime import ModuleSide
 from symfuzz.minifier.case_passes import dead_code_eliminated
 from symfuzz.minifier.case_subject import CaseSubject
+from symfuzz.minifier.compact import render_compact
 from symfuzz.minifier.module_passes import drop_state, shrink_state_sizes, simplify_module_calls
 from symfuzz.oracles.lanes.execute import execute, load_function, load_program
 from symfuzz.oracles.lanes.lane import get_lane
@@ -260,10 +261,11 @@ def test_repro_scripts_build_a_model_on_each_side():
     assert "class Model(torch.nn.Module):" in judged and "fn = ModuleSide(Model, None, {'optimizer': 'sgd'" in judged
     assert "ModuleSide(Model, lambda model: torch.compile(model, backend='inductor'" in judged
     assert "lambda model: torch.compile(model, backend='inductor', dynamic=True)" in judged
-    short = render_compact(case, subject.verdict, subject.lane, {})
+    short = render_compact(subject)
     ast.parse(short)
     assert "class Model(torch.nn.Module):" in short and "actual = compiled(*args)" in short
-    assert "(False, lambda: [make_input((7, 4), torch.float32, 17)])," in short
+    assert "eager, model = Model(), Model()" in short and "make_optimizer(model, 'sgd'" in short
+    assert "train_step(optimizer, model, actual_grads)" in short and "the model's state" in short
 
 
 @pytest.mark.integration

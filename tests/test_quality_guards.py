@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from conftest import planted_env
+from conftest import assert_short_repro, planted_env
 from test_campaign import findings, symfuzz
 from symfuzz.corpus.inductor_cache import fresh_cache
 
@@ -38,7 +38,8 @@ def run_planted(tmp_path, plant, lane, ops, max_cases, seed=0, max_ops="4"):
     assert finding["case"]["origin"]["index"] < max_cases
     call = finding["verdict"]["call_index"]
     assert call > 0  # never the first call: the fault needs a schedule
-    # The repro passes on unmodified torch: the plant, not torch, is at fault.
+    # repro.py is the short script, and it passes on unmodified torch: the plant, not torch, is at fault.
+    assert_short_repro(out / "findings" / finding["signature"], finding)
     repro = out / "findings" / finding["signature"] / "repro.py"
     env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
     env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / "cache-repro")

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import once_per_session, planted_env
+from conftest import assert_short_repro, once_per_session, planted_env
 from symfuzz.minifier.case_subject import CaseSubject
 from symfuzz.minifier.run import MinifyOptions, minify_finding
 from test_campaign import symfuzz
@@ -81,12 +81,18 @@ def test_a_lost_buffer_mutation_is_found_in_a_module_and_confirmed(one_worker_ca
     # A buffer's state after the call differs (out[3]: the module's state), or a value read from it.
     assert finding["verdict"]["evidence"]["path"].startswith(("out[3]", "out[0]")), finding["verdict"]
 
-    repro = out / "findings" / finding["signature"] / "repro.py"
-    assert "class Model(torch.nn.Module):" in repro.read_text()
+    # repro.py is the short script: a model per side, the state checked after each call. judge.py
+    # beside it gives the finding's signature.
+    folder = out / "findings" / finding["signature"]
+    repro = folder / "repro.py"
+    text = assert_short_repro(folder, finding)
+    assert "class Model(torch.nn.Module):" in text and "eager, model = Model(), Model()" in text
     with_bug = run_script(repro, planted_env(PLANT), tmp_path, "bug")
-    assert with_bug.returncode == 1 and finding["signature"] in with_bug.stdout, with_bug.stdout[-3000:]
+    assert with_bug.returncode == 1 and "AssertionError: call " in with_bug.stderr, with_bug.stderr[-3000:]
+    judged = run_script(folder / "judge.py", planted_env(PLANT), tmp_path, "judge")
+    assert judged.returncode == 1 and finding["signature"] in judged.stdout, judged.stdout[-3000:]
     fixed = run_script(repro, {}, tmp_path, "fixed")
-    assert fixed.returncode == 0, fixed.stdout[-3000:]
+    assert fixed.returncode == 0, fixed.stdout[-3000:] + fixed.stderr[-3000:]
 
 
 @pytest.mark.slow  # minifying compiles the module in every query: several minutes on 2 cores
@@ -108,7 +114,8 @@ def test_the_lost_buffer_mutation_minifies_to_a_small_module_repro(campaign, tmp
 
     text = minified.repro_path.read_text()
     assert "class Model(torch.nn.Module):" in text and "register_buffer" in text
+    assert len(text.splitlines()) <= 50, text
     with_bug = run_script(minified.repro_path, plant, tmp_path, "min-bug")
-    assert with_bug.returncode == 1 and "value-mismatch at call" in with_bug.stderr, with_bug.stderr[-3000:]
+    assert with_bug.returncode == 1 and "AssertionError: call " in with_bug.stderr, with_bug.stderr[-3000:]
     fixed = run_script(minified.repro_path, {}, tmp_path, "min-fixed")
     assert fixed.returncode == 0, fixed.stderr[-3000:]

@@ -25,7 +25,7 @@ import sys
 
 import pytest
 
-from conftest import planted_env
+from conftest import assert_short_repro, planted_env
 from symfuzz.corpus.inductor_cache import fresh_cache
 from test_campaign import symfuzz
 
@@ -63,6 +63,7 @@ def planted_finding(tmp_path, plant, seed, max_cases, symptoms):
         raise AssertionError(f"every {symptoms} finding fails without the plant too: {[f['signature'] for f in found]}")
     assert finding["confirmation"]["status"] == "reproduced"
     assert finding["confirmation"]["returncode"] == 1  # the campaign's fresh-process run, under the plant
+    assert_short_repro(repro.parent, finding)
     planted = run_script(repro, planted_env(plant), tmp_path, f"planted-{finding['signature']}")
     assert planted.returncode == 1, planted.stdout[-2000:] + planted.stderr[-2000:]
     return finding, repro

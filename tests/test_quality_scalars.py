@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import planted_env
+from conftest import assert_short_repro, planted_env
 from symfuzz.fuzz.case import Case
 from symfuzz.minifier.run import MinifyOptions, minify_finding
 from test_campaign import symfuzz
@@ -69,8 +69,10 @@ def test_int_guard_that_admits_a_changed_value_is_found(planted_campaign):
     assert failing > 0
     assert any(calls[failing]["args"][names.index(k)]["value"] != calls[0]["args"][names.index(k)]["value"]
                for k in ints)
-    # The campaign ran repro.py in a fresh process with the plant: it failed the same way.
+    # The campaign ran repro.py in a fresh process with the plant: it failed the same way. It is
+    # the short script.
     assert finding["confirmation"]["returncode"] == 1
+    assert_short_repro(out / "findings" / finding["signature"], finding)
     repro = out / "findings" / finding["signature"] / "repro.py"
     fixed = run_script(repro, {}, tmp)
     assert fixed.returncode == 0, fixed.stdout[-2000:] + fixed.stderr[-2000:]

@@ -16,6 +16,7 @@ from symfuzz.corpus.store import FindingStore
 from symfuzz.fuzz import plain_runtime
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.fuzz.ir_nodes import Param
 from symfuzz.fuzz.script_runtime import input_gradients, make_input
 from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.oracles.verdict import Died, ExcessRecompile, OutputMismatch, RaisedError, Verdict
@@ -103,6 +104,74 @@ def test_the_gradient_check_is_there_when_inputs_require_grad():
     assert len(text.splitlines()) <= 62
 
 
+def _module_case():
+    program = Program(inputs=(Input("x0", "float32", (5, 4)),),
+                      body=(OpNode("v1", "add", ("x0", "w0"), {"alpha": 1}),), outputs=("v1",),
+                      params=(Param("w0", "float32", (5, 4), seed=9),
+                              Param("b0", "float32", (4,), kind="buffer", init="zeros")))
+    calls = (Call((ArgSpec((5, 4), "float32", 1),), training=True), Call((ArgSpec((5, 4), "float32", 2),)),
+             Call((ArgSpec((5, 4), "float32", 3),), training=False))
+    return Case(program, Schedule(None, calls))
+
+
+def test_a_module_program_runs_a_model_per_side_and_checks_its_state():
+    case = _module_case()
+    text = render_short(_finding(case=case, call_index=2,
+                                 evidence=OutputMismatch(path="out[3][1]", detail="1/4 elements differ")))
+    ast.parse(text)
+    assert len(text.splitlines()) <= 80, text
+    assert "At the model's self.b0 after the call: 1/4 elements differ" in text
+    # Both models built alike from the short script's own seeded helper; the compiled one is the module.
+    assert "self.w0 = torch.nn.Parameter(randn((5, 4), torch.float32, 9))" in text and "make_input" not in text
+    assert "eager, model = Model(), Model()" in text and "compiled = torch.compile(model, " in text
+    # Eval mode from call 2 (call 1 keeps the training mode call 0 set), on both sides.
+    assert "    if i == 2:\n        eager.train(False)\n        model.train(False)" in text and "if i == 1:" not in text
+    # The trainable parameter's gradient and the state after each call are checked, as the judge does.
+    assert "+ [p for p in model.parameters() if p.requires_grad])" in text
+    assert 'check(f"call {i}: the model\'s state", [*model.state_dict().values()], [*eager.state_dict().values()])' in text
+    made = eval("randn((5, 4), torch.float32, 9)", {"torch": torch, "randn": plain_runtime.randn})  # noqa: S307
+    assert torch.equal(made, make_input((5, 4), torch.float32, 9))  # the parameter the judge's model has
+
+
+def test_a_module_program_with_a_training_step_steps_each_side_with_its_own_optimizer():
+    from dataclasses import replace
+
+    case = _module_case()
+    step = replace(case, schedule=replace(case.schedule, step={"optimizer": "sgd", "lr": 0.1, "momentum": 0.5}))
+    text = render_short(_finding(case=step))
+    ast.parse(text)
+    assert "eager_optimizer, optimizer = make_optimizer(eager, 'sgd', 0.1, 0.5), make_optimizer(model, 'sgd', 0.1, 0.5)" in text
+    # Each side steps on the gradients it took, before the checks (the state checked is the stepped one).
+    order = [text.index(s) for s in ("train_step(eager_optimizer, eager, expected_grads)", "actual = compiled(*args)",
+                                     "train_step(optimizer, model, actual_grads)", 'check(f"call {i}: the model')]
+    assert order == sorted(order)
+
+
+def test_a_training_step_updates_as_the_judges_module_side_does():
+    from symfuzz.fuzz.module_runtime import ModuleSide
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(make_input((3, 4), torch.float32, 5))
+
+        def forward(self, x):
+            return (x * self.w).tanh(), x.sum()
+
+    spec = {"optimizer": "adam", "lr": 0.05}
+    judges = ModuleSide(Model, step=spec)
+    mine = Model()
+    optimizer = plain_runtime.make_optimizer(mine, "adam", 0.05)
+    for seed in (1, 2):
+        x = make_input((3, 4), torch.float32, seed)
+        judged = judges.call_tree((x.clone(),))
+        out = mine(x.clone())
+        grads = plain_runtime.gradients(out, [p for p in mine.parameters() if p.requires_grad])
+        plain_runtime.train_step(optimizer, mine, grads)
+        assert torch.equal(grads[0], judged[2][0])
+        assert torch.equal(mine.w.detach(), judged[3][0])
+
+
 def test_check_judges_at_the_dtype_tolerance_and_exactly_otherwise():
     e = torch.ones(4)
     plain_runtime.check("close", e + 5e-6, e)  # within float32's (1e-4, 1e-5)
@@ -131,14 +200,25 @@ def test_the_store_writes_the_short_repro_beside_the_judge(tmp_path):
     folder = tmp_path / "value-mismatch-0123456789"
     assert (folder / "repro.py").read_text() == render_short(_finding())
     assert "SYMFUZZ-RESULT" in (folder / "judge.py").read_text()
-    # Confirmation ran it and it did not show the bug: repro.py is the judged script, alone.
-    failed = _finding(evidence=OutputMismatch(path="out[0][0]", detail="x"))
-    failed.verdict = Verdict(**{**failed.verdict.__dict__, "signature": "value-mismatch-9999999999"})
-    failed.confirmation = {"status": "reproduced", "short_repro": "did not show the bug: exit 0: all ok"}
-    assert short_repro_for(failed) is None
-    store.add(failed)
+    # Confirmation ran it and it passed: only the judge shows the bug, so repro.py is the judged script, alone.
+    passed = _finding(evidence=OutputMismatch(path="out[0][0]", detail="x"))
+    passed.verdict = Verdict(**{**passed.verdict.__dict__, "signature": "value-mismatch-9999999999"})
+    passed.confirmation = {"status": "reproduced", "short_repro": "did not show the bug: exit 0: all ok"}
+    assert short_repro_for(passed) is None
+    store.add(passed)
     assert "SYMFUZZ-RESULT" in (tmp_path / "value-mismatch-9999999999" / "repro.py").read_text()
     assert not (tmp_path / "value-mismatch-9999999999" / "judge.py").exists()
+    # It met another error first: it stays short, names that error, and points to judge.py.
+    other = _finding(evidence=OutputMismatch(path="out[0][0]", detail="x"))
+    other.verdict = Verdict(**{**other.verdict.__dict__, "signature": "value-mismatch-8888888888"})
+    other.confirmation = {"status": "reproduced", "short_repro": "did not show the bug: it failed otherwise: "
+                                                                "RuntimeError: a guard \"\"\" failed"}
+    store.add(other)
+    text = (tmp_path / "value-mismatch-8888888888" / "repro.py").read_text()
+    ast.parse(text)
+    assert len(text.splitlines()) <= 70 and "SYMFUZZ-RESULT" not in text
+    assert "failed with another error first: RuntimeError: a guard" in " ".join(text.split())
+    assert "python judge.py" in text and (tmp_path / "value-mismatch-8888888888" / "judge.py").exists()
 
 
 def _traceback(line, exception):

@@ -63,7 +63,7 @@ def requiring_grad_args(args):
     return [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
 
 
-COTANGENT_SEED = 7919  # cotangent i is make_input(its output's shape, dtype, COTANGENT_SEED + i)
+COTANGENT_SEED = 7919  # cotangent i: standard normal, of its output's shape and dtype, seeded COTANGENT_SEED + i
 
 
 def gradient_loss(out):
