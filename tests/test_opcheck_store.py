@@ -282,7 +282,7 @@ def test_outcome_of_a_check_result_status(tmp_path):
 
 
 def test_accept_comment_keeps_the_details_a_headline_introduces(tmp_path):
-    """Issue 14 item 9: gradcheck's failure is a headline ending in ':' and the mismatch below it;
+    """gradcheck's failure is a headline ending in ':' and the mismatch below it;
     the comment used to stop at the headline."""
     store = XfailStore(str(tmp_path / "s.json"))
     message = ("[wrong-gradient] the registered backward disagrees with numerical gradients:\n"
