@@ -4,6 +4,9 @@ import json
 import subprocess
 import sys
 
+import pytest
+import torch
+
 from conftest import ROOT
 from symfuzz.oracles.lanes.lane import LANES, get_lane
 
@@ -59,3 +62,23 @@ def test_interpreter_lane_marks_its_own_artefacts_suspect():
 def test_cpp_lane_vouches_for_its_failures():
     lane = get_lane("inductor-cpp")
     assert lane.suspect_reason({"symptom": "value-mismatch", "evidence": {}}, _case("bfloat16"), {}) is None
+
+
+def test_a_backend_failure_names_the_lanes_backend_not_symfuzzs_wrapper():
+    """Dynamo's BackendCompilerFailed quotes the backend's ``__name__``: a finding's message (and the
+    short repro's docstring) says backend='aot_eager', as a user's torch.compile would, and the
+    failure is put at AOTAutograd's stage."""
+    from symfuzz.fuzz.runtime.running import exception_stage
+    from symfuzz.oracles.lanes.guards import recording_backend
+
+    recorder = recording_backend(get_lane("aot_eager"), None)
+
+    def failing(gm, example_inputs):
+        raise RuntimeError("planted")
+
+    recorder.inner = failing
+    compiled = torch.compile(lambda x: x.sin(), backend=recorder)
+    with pytest.raises(Exception) as raised:
+        compiled(torch.ones(3))
+    assert "backend='aot_eager' raised:" in str(raised.value) and "GuardRecorder" not in str(raised.value)
+    assert exception_stage(raised.value) == "aot"

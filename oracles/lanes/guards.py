@@ -76,8 +76,11 @@ class GuardRecorder:
     ``features`` collects what each compile produced (``compile_features``).
     """
 
-    def __init__(self, inner):
+    def __init__(self, inner, name: str = "?"):
         self.inner = inner
+        # What Dynamo's errors call the backend (BackendCompilerFailed: "backend='inductor' raised:"):
+        # the lane's, as a user's torch.compile(backend=...) would show it, not this wrapper's repr.
+        self.__name__ = name
         self.compiles: list[CompileRecord] = []
         self.call_index = 0
         self.features = FeatureCollector()
@@ -114,7 +117,7 @@ def recording_backend(lane, dynamic):
         inner = torch._TorchCompileInductorWrapper(lane.mode, None, dynamic)
     else:
         inner = lookup_backend(lane.backend)
-    return GuardRecorder(inner)
+    return GuardRecorder(inner, lane.backend)
 
 
 def over_guards(compiles: list[CompileRecord]) -> int:
