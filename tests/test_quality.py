@@ -57,3 +57,31 @@ def test_planted_symbolic_only_miscompile_is_found(tmp_path, ops):
     env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / "cache-repro")
     fixed = subprocess.run([sys.executable, str(repro)], env=env, capture_output=True, text=True, timeout=600)
     assert fixed.returncode == 0, fixed.stdout[-3000:] + fixed.stderr[-3000:]
+
+
+@pytest.mark.slow  # an Inductor campaign and its fresh-process confirmation: a minute or two on 2 cores
+def test_planted_lowering_crash_is_found_with_a_short_repro(tmp_path):
+    """Inductor's relu lowering raises on a symbolic size. The finding is a crash at Inductor's stage,
+    confirmed in a fresh process, and its repro.py is the short script: it raises the planted error out
+    of the compiled call, and passes on unmodified torch."""
+    out = tmp_path / "out"
+    plant = planted_env("symbolic-lowering-crash")
+    proc = symfuzz(["--lane", "inductor-cpp", "--ops", "relu,add,mul,sum_dim", "--max-ops", "3", "--max-cases", "30",
+                    "--max-findings", "1", "--jobs", "2", "--budget", "8m", "--seed", "0", "--out", str(out)], plant)
+    found = [json.loads(p.read_text()) for p in (out / "findings").glob("crash-*/finding.json")]
+    planted = [f for f in found if "planted: relu lowering" in f["verdict"]["evidence"]["error"]["message"]]
+    assert planted, proc.stdout[-3000:] + proc.stderr[-3000:]
+    finding = planted[0]
+    assert finding["confirmation"]["status"] == "reproduced" and finding["verdict"]["stage"] == "inductor"
+    folder = out / "findings" / finding["signature"]
+    text = assert_short_repro(folder, finding, most_lines=60)  # three ops at most
+    assert "Compiled raised" in text and "planted: relu lowering" in text  # the docstring says what happened
+    env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
+    with_bug = subprocess.run([sys.executable, str(folder / "repro.py")], env={**env, **plant}, capture_output=True,
+                              text=True, timeout=600)
+    assert with_bug.returncode == 1 and "planted: relu lowering" in with_bug.stderr, with_bug.stderr[-3000:]
+    assert "actual = compiled(*args)" in with_bug.stderr  # out of the compiled call, not eager's
+    env["TORCHINDUCTOR_CACHE_DIR"] = fresh_cache(tmp_path / "cache-repro")
+    fixed = subprocess.run([sys.executable, str(folder / "repro.py")], env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert fixed.returncode == 0, fixed.stdout[-3000:] + fixed.stderr[-3000:]
