@@ -48,8 +48,8 @@ def test_a_call_eager_refuses_and_compiled_refuses_too_is_passed_over(tmp_path):
     assert short_mismatch(finding, run.returncode, run.stdout + run.stderr).startswith("exit 0")
 
 
-@pytest.mark.parametrize("step", [None, {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9},
-                                  {"optimizer": "adam", "lr": 0.1}])
+# (Adam's step is the judge's too: tests/test_short_repro.py, in process.)
+@pytest.mark.parametrize("step", [None, {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9}])
 def test_a_module_programs_short_repro_passes_where_compiled_is_right(tmp_path, step):
     """A model per side with a trainable weight, a frozen bias, a running statistic written in place
     and a mode switch, through AOTAutograd: the plain checks of outputs, gradients and the models'
