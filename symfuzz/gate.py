@@ -21,9 +21,9 @@ from symfuzz.corpus.baseline import Baseline, describe
 from symfuzz.corpus.regression import REGRESSION, UNKNOWN, judge_against_reference
 from symfuzz.corpus.replay import ScriptRunner
 from symfuzz.corpus.store import scan_findings
+from symfuzz.exit_codes import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_OK
 
 POLICIES = ("regression", "new", "any")
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNJUDGED, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
 
 def judge_findings(out: Path, policy: str, baseline: Optional[Baseline], reference_python: Optional[str],
@@ -78,7 +78,7 @@ def gate_exit_code(gate: dict) -> int:
     if any(entry["fails"] for entry in gate["findings"].values()):
         return EXIT_FINDINGS
     if gate["unjudged"]:
-        return EXIT_UNJUDGED
+        return EXIT_ENVIRONMENT  # 3: could not judge (docs/exit-codes.md)
     return EXIT_OK
 
 
