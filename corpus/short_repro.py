@@ -204,7 +204,7 @@ def _plain_params(source: str) -> tuple[str, set]:
     used = set()
 
     def plain(match):
-        maker = "randn" if DTYPE_KIND.get(match[2]) == FLOAT else "seeded"
+        maker = _maker_of(match[2])
         used.add(maker)
         return f"{maker}({match[1]}, torch.{match[2]}, {match[3]})"
 
@@ -286,16 +286,23 @@ def _place(path: str, case) -> str:
     elif part == 2:  # the inputs that require grad, then a module's trainable parameters
         names = [i.name for i, a in zip(program.inputs, calls[0].args if calls else ()) if a.requires_grad]
         names += [f"self.{p.name}" for p in program.params if p.trainable]
-    else:  # a module's state_dict: its parameters, then its buffers
+    elif part == 3:  # a module's state_dict: its parameters, then its buffers
         names = [f"self.{p.name}" for kind in ("parameter", "buffer") for p in program.params if p.kind == kind]
+    else:  # an output: named by its place
+        names = []
     name = names[k] if k < len(names) else str(k)
     return {0: f"output {k}{rest}", 1: f"input {name}{rest} after the call (written in place)",
             2: f"the gradient for {name}{rest}", 3: f"the model's {name}{rest} after the call"}.get(part, path)
 
 
 def _maker(arg) -> str:
-    """The plain_runtime function that makes a tensor argument: randn for floats, seeded for the rest."""
-    return "randn" if DTYPE_KIND.get(arg.dtype) == FLOAT else "seeded"
+    """The plain_runtime function that makes a tensor argument."""
+    return _maker_of(arg.dtype)
+
+
+def _maker_of(dtype: str) -> str:
+    """The plain_runtime function that makes a tensor of ``dtype``: randn for floats, seeded for the rest."""
+    return "randn" if DTYPE_KIND.get(dtype) == FLOAT else "seeded"
 
 
 def _argument(arg) -> str:

@@ -166,10 +166,10 @@ class CaseSource:
         nearly every case reaches, is no fruit). A mutant whose edits all failed (a fresh
         draw stood in: its ``edit`` is None) counts for nothing."""
         parent = self.assigned_mutants.pop(index, None) if isinstance(index, int) else None
-        edited = (((case.get("origin") or {}).get("mutant") or {}).get("edit")) is not None
-        if parent is None or not edited:
-            if parent is not None:
-                parent.mutated -= 1
+        if parent is None:
+            return
+        if (((case.get("origin") or {}).get("mutant") or {}).get("edit")) is None:
+            parent.mutated -= 1  # no edit took: the case was no mutant of it
             return
         parent.fruitful += bool(_steering(new_features))
 
@@ -179,7 +179,7 @@ class CaseSource:
         if not case:
             return
         self._credit_parent(index, case, new_features)
-        if _steering(new_features) and not is_corpus_index(index):
+        if not is_corpus_index(index) and _steering(new_features):  # it reached a steering feature first
             self._add_parent(str(index), case, _steering(set(feature_keys(result.reached)) | set(new_features)),
                              result.total_seconds)
         if self.corpus is None:
