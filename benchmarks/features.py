@@ -59,6 +59,8 @@ def rows(stats: dict) -> dict:
         "overhead's share of worker time": stats["time_share"].get("overhead", 0.0),
         "mutants": guided.get("mutants", 0),
         "  reaching something new": guided.get("mutants_with_new_features", 0),
+        "steered draws": guided.get("steered", 0),
+        "  reaching something new ": guided.get("steered_with_new_features", 0),
         "fresh draws reaching something new": guided.get("fresh_with_new_features", 0),
         "confirmed findings": stats["findings"]["confirmed"],
         "wall seconds": stats["wall_seconds"],

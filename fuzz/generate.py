@@ -115,10 +115,8 @@ class Builder(Worlds, OpStatements, SizeStatements):
         # A module program's state (ir.Param), and what drawing one needs (fuzz/modules.py; None: a function).
         self.params: list = []
         self.module = None
-        self.specs = [s for s in all_specs() if config.ops is None or s.name in config.ops]
-        if not self.specs:
-            raise ValueError(f"no op specs match {config.ops!r}")
-        self.spec_weights = [(s, max(1, int(s.weight * 4))) for s in self.specs]
+        self.spec_weights = spec_weights(config)
+        self.specs = [s for s, _ in self.spec_weights]
         self.spec_by_name = {s.name: s for s in all_specs()}
 
     # ------------------------------------------------------------ naming
@@ -126,6 +124,14 @@ class Builder(Worlds, OpStatements, SizeStatements):
     def fresh(self, prefix: str) -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"
+
+
+def spec_weights(config: GenConfig) -> list:
+    """(spec, weight) of each op spec the config allows, in ``draw_op``'s order."""
+    specs = [s for s in all_specs() if config.ops is None or s.name in config.ops]
+    if not specs:
+        raise ValueError(f"no op specs match {config.ops!r}")
+    return [(s, max(1, int(s.weight * 4))) for s in specs]
 
 
 def draw_case(draw: Draw, config: GenConfig = GenConfig()) -> Case:

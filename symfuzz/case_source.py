@@ -38,6 +38,8 @@ from symfuzz.settings import CampaignConfig, shard_indices
 from symfuzz.stats import Stats
 
 
+# Of the guided cases, the share that are mutants of a pool parent; the rest are steered draws.
+MUTANT_SHARE = 0.3
 # A parent's rarity is capped at this many features only it reached (Parent.weight).
 MAX_PARENT_WEIGHT = 8
 # Families whose new features make a parent. Nearly every fresh case reaches a guard text or a
@@ -87,6 +89,7 @@ class CaseSource:
         self.pool: list[Parent] = []  # cases that reached something new: guidance mutates them
         self.assigned_mutants: dict[int, Parent] = {}  # generated cases assigned as mutants, not yet finished
         self.mutants = 0  # generated cases assigned as mutants
+        self.steered = 0  # generated cases assigned as steered draws
         self.replay_queue = self._corpus_cases()
         self.stats.replay["stored"] = len(self.replay_queue)
         self.replayed_candidates: set[str] = set()  # signatures that corpus replays failed with
@@ -134,13 +137,17 @@ class CaseSource:
                 if not self.replay_queue:
                     self.progress.note(f"replayed the corpus ({len(list(self.corpus))} cases stored); generating")
             return
-        if self.next_index is not None and worker.assign(self.next_index, mutant=self.mutant_for(self.next_index)):
+        if self.next_index is not None and worker.assign(self.next_index, guide=self.guide_for(self.next_index)):
             self.next_index = next(self.indices, None)
 
-    def mutant_for(self, index: int) -> Optional[dict]:
-        """The parent case ``index`` mutates (its name and choices), or None: a fresh draw."""
+    def guide_for(self, index: int) -> Optional[dict]:
+        """How generated case ``index`` is guided (``messages.Assign``), or None: a fresh draw.
+
+        A ``--guidance`` share of the cases are guided: of those, ``MUTANT_SHARE`` are mutants
+        of a pool parent (while the pool has one), the rest draws steered toward the ops the
+        run's finished cases used least (``fuzz/steer.py``)."""
         share = self.config.guidance
-        if share <= 0 or not self.pool:
+        if share <= 0:
             return None
         if index in self.assigned_mutants:  # asked again (the worker it went to was gone): the same parent
             parent = self.assigned_mutants[index]
@@ -148,6 +155,9 @@ class CaseSource:
         rng = random.Random(f"symfuzz-guidance:{self.config.seed}:{index}")
         if rng.random() >= share:
             return None
+        if not self.pool or rng.random() >= MUTANT_SHARE:
+            self.steered += 1
+            return {"op_counts": dict(self.stats.ops)}
         reached = self.stats.coverage.cases
         parent = rng.choices(self.pool, weights=[p.weight(reached) for p in self.pool])[0]
         parent.mutated += 1

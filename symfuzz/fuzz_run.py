@@ -131,9 +131,10 @@ def print_summary(stats: dict, out: Path, gate: dict | None = None) -> None:
     features = stats.get("features") or {}
     if features.get("distinct"):
         families = ", ".join(f"{k} {v}" for k, v in sorted(features["by_family"].items(), key=lambda kv: -kv[1]))
-        mutants = (stats.get("guidance") or {}).get("mutants", 0)
+        guided = stats.get("guidance") or {}
         print(f"features   {features['distinct']} distinct compiler features reached ({families}); "
-              f"{mutants} cases were mutants of cases that reached something new")
+              f"{guided.get('mutants', 0)} cases were mutants of cases that reached something new, "
+              f"{guided.get('steered', 0)} draws steered toward the least-used ops")
     print("time       " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
     rate = stats.get("throughput") or {}
     if rate:

@@ -38,13 +38,15 @@ def is_corpus_index(index) -> bool:
 
 @dataclass(frozen=True)
 class Assign:
-    """Run case ``index`` (generated from the seed), or the stored ``case`` of a corpus replay,
-    or case ``index`` as a ``mutant`` of a stored case: ``{"parent": its name, "choices": its
-    Hypothesis choice sequence}`` (``symfuzz.fuzz.mutate.generate_mutant``)."""
+    """Run case ``index`` (generated from the seed), or the stored ``case`` of a corpus replay.
+    ``guide``, for a generated case guided by coverage (``symfuzz.case_source``): a mutant of
+    a stored case, ``{"parent": its name, "choices": its Hypothesis choice sequence}``
+    (``symfuzz.fuzz.mutate.generate_mutant``), or a draw steered toward the ops the run used
+    least, ``{"op_counts": {spec name: cases' uses so far}}`` (``symfuzz.fuzz.steer.generate_steered``)."""
 
     index: Union[int, str]
     case: Optional[dict] = None
-    mutant: Optional[dict] = None
+    guide: Optional[dict] = None
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,10 @@ Request = Union[Assign, RunCanary, Warmup]
 def encode_request(request: Request) -> str:
     if isinstance(request, Assign):
         data = {"index": request.index} if request.case is None else {"index": request.index, "case": request.case}
-        if request.mutant is not None:
-            data["mutant"] = {**request.mutant, "choices": encode_choices(request.mutant["choices"])}
+        if request.guide is not None:
+            data["guide"] = dict(request.guide)
+            if "choices" in request.guide:
+                data["guide"]["choices"] = encode_choices(request.guide["choices"])
     elif isinstance(request, RunCanary):
         data = {"canary": True}
     else:
@@ -78,10 +82,10 @@ def decode_request(line: str) -> Request:
         return RunCanary()
     if data.get("warmup"):
         return Warmup()
-    mutant = data.get("mutant")
-    if mutant is not None:
-        mutant = {**mutant, "choices": decode_choices(mutant["choices"])}
-    return Assign(data["index"], data.get("case"), mutant)
+    guide = data.get("guide")
+    if guide is not None and "choices" in guide:
+        guide = {**guide, "choices": decode_choices(guide["choices"])}
+    return Assign(data["index"], data.get("case"), guide)
 
 
 def encode_choices(choices) -> list:

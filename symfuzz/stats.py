@@ -68,10 +68,13 @@ class Stats:
             return
         elapsed = self.prior_wall + time.time() - self.started
         self.new_features = self.coverage.add(result.reached, elapsed)
-        mutant = bool(((result.case or {}).get("origin") or {}).get("mutant"))
-        c["mutant_cases"] += mutant
-        if isinstance(index, int):  # a generated case (a corpus replay is neither)
-            c["mutants_with_new" if mutant else "fresh_with_new"] += bool(self.new_features)
+        origin = (result.case or {}).get("origin") or {}
+        kind = "mutant" if origin.get("mutant") else "steered" if origin.get("steered") else "fresh"
+        c["mutant_cases"] += kind == "mutant"
+        c["steered_cases"] += kind == "steered"
+        if isinstance(index, int):  # a generated case (a corpus replay is none of them)
+            c[{"mutant": "mutants_with_new", "steered": "steered_with_new", "fresh": "fresh_with_new"}[kind]] += \
+                bool(self.new_features)
         c["programs_valid"] += result.valid
         c["programs_compiled"] += result.compiled
         c["programs_called"] += result.calls > 0

@@ -56,6 +56,8 @@ SECTIONS = {
     "guidance": {
         "mutants": (COUNT, "mutant_cases"),  # generated cases that mutated a case that reached something new
         "mutants_with_new_features": (COUNT, "mutants_with_new"),
+        "steered": (COUNT, "steered_cases"),  # generated cases drawn steered toward the least-used ops
+        "steered_with_new_features": (COUNT, "steered_with_new"),
         "fresh_with_new_features": (COUNT, "fresh_with_new"),  # fresh draws that reached something new
     },
 }

@@ -24,6 +24,7 @@ from symfuzz.corpus.deaths import enable as enable_stack_dumps
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.drawing import generate
 from symfuzz.fuzz.mutate import generate_mutant
+from symfuzz.fuzz.steer import generate_steered
 from symfuzz.messages import (
     CanaryDone,
     CaseResult,
@@ -163,17 +164,19 @@ def run_canary(lane) -> CaseResult:
     return CaseResult.from_json({**result, "total_seconds": time.perf_counter() - t0})
 
 
-def run_generated(index, settings: RunSettings, config, lane, send, stored=None, mutant=None) -> None:
+def run_generated(index, settings: RunSettings, config, lane, send, stored=None, guide=None) -> None:
     """Generate case ``index`` (or take the ``stored`` case JSON of a corpus replay, its
-    guard-directed calls planned again; or draw case ``index`` as a ``mutant`` of a stored
-    case, ``{"parent": name, "choices": [...]}``), run it, and send its ``Started`` and
-    ``Result`` events."""
+    guard-directed calls planned again; or draw case ``index`` as its ``guide`` says: a
+    mutant of a stored case, ``{"parent": name, "choices": [...]}``, or a draw steered toward
+    the ops the run used least, ``{"op_counts": {op: uses}}``), run it, and send its ``Started`` and ``Result`` events."""
     t0 = time.perf_counter()
     try:
         if stored is not None:
             case = Case.from_json(stored).without_planned_calls()
-        elif mutant is not None:
-            case = generate_mutant(settings.seed, index, mutant["choices"], config, parent=mutant.get("parent"))
+        elif guide is not None and "choices" in guide:
+            case = generate_mutant(settings.seed, index, guide["choices"], config, parent=guide.get("parent"))
+        elif guide is not None:
+            case = generate_steered(settings.seed, index, config, guide.get("op_counts") or {})
         else:
             case = generate(settings.seed, index, config)
     except (KeyboardInterrupt, SystemExit):
@@ -236,7 +239,7 @@ def main(argv=None) -> int:
             warm = run_canary(lane)
             send(Warm(warm.internal_error is None, time.perf_counter() - t0))
         else:
-            run_generated(request.index, settings, config, lane, send, request.case, request.mutant)
+            run_generated(request.index, settings, config, lane, send, request.case, request.guide)
     return 0
 
 

@@ -87,13 +87,13 @@ class WorkerSlot:
         """Write one request line (``symfuzz.messages.encode_request``) to the worker; False if it is gone."""
         raise NotImplementedError
 
-    def assign(self, index, case: Optional[dict] = None, mutant: Optional[dict] = None) -> bool:
+    def assign(self, index, case: Optional[dict] = None, guide: Optional[dict] = None) -> bool:
         """Hand over case ``index`` (or, for a corpus replay, the stored ``case``
-        under the index "corpus:NAME"; ``mutant``: case ``index`` is a mutant of this
-        parent, ``symfuzz.case_source``); False if the worker is already gone."""
+        under the index "corpus:NAME"; ``guide``: how case ``index`` is guided, a mutant
+        of a parent or a steered draw, ``messages.Assign``); False if the worker is already gone."""
         self.index, self.case, self.judged, self.since = index, None, [], time.monotonic()
         self.log_mark = _size(self.log_path)  # where this case's output starts (``case_log``)
-        if self._send(encode_request(Assign(index, case, mutant))):
+        if self._send(encode_request(Assign(index, case, guide))):
             return True
         self.index = None  # its end-of-stream event will replace it
         self.ready = False

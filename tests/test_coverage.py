@@ -49,8 +49,8 @@ class _Worker:
     def __init__(self):
         self.assigned = []
 
-    def assign(self, index, case=None, mutant=None):
-        self.assigned.append((index, case, mutant))
+    def assign(self, index, case=None, guide=None):
+        self.assigned.append((index, case, guide))
         return True
 
 
@@ -77,9 +77,12 @@ def _assign_all(source, n):
     return _worker.assigned
 
 
-def test_without_a_parent_or_without_guidance_every_case_is_a_fresh_draw(tmp_path):
+def test_without_a_parent_guided_cases_are_steered_and_without_guidance_every_case_is_a_fresh_draw(tmp_path):
     fresh = _source(tmp_path, 0.5)
-    assert all(m is None for _, _, m in _assign_all(fresh, 20))  # nothing reached yet: no parent
+    fresh.stats.ops.update({"add": 2, "mul": 1})
+    guides = [g for _, _, g in _assign_all(fresh, 20) if g is not None]  # nothing reached yet: no parent
+    assert 4 <= len(guides) <= 16 and fresh.steered == len(guides) and fresh.mutants == 0
+    assert all(g == {"op_counts": {"add": 2, "mul": 1}} for g in guides)  # the ops the run used so far
     off = _source(tmp_path, 0.0)
     off.add_to_corpus(_case(0), 0, CaseResult(), ["index:Mod[symbolic-divisor]"])
     assert off.pool == [] and all(m is None for _, _, m in _assign_all(off, 20))
@@ -101,8 +104,12 @@ def test_cases_that_reached_something_new_are_mutated_and_the_choice_follows_the
     # A parent keeps all the steering features it reached (not the guard text), and its run time.
     assert source.pool[0].features == ("index:Mod[symbolic-divisor]", "unbacked:created:item")
     assert [p.seconds for p in source.pool] == [4.0, 0.5]
-    mutants = [m for _, _, m in assigned if m is not None]
-    assert 70 <= len(mutants) <= 130 and source.mutants == len(mutants)  # about half, at --guidance 0.5
+    guided = [m for _, _, m in assigned if m is not None]
+    mutants = [m for m in guided if "choices" in m]
+    assert 70 <= len(guided) <= 130  # about half, at --guidance 0.5
+    # MUTANT_SHARE of those mutate a parent; the rest are steered draws
+    assert 0.15 <= len(mutants) / len(guided) <= 0.45 and source.mutants == len(mutants)
+    assert source.steered == len(guided) - len(mutants)
     assert {m["parent"] for m in mutants} == {"0", "2"}
     assert all(m["choices"] == _case(int(m["parent"]))["origin"]["choices"] for m in mutants)
     assert run()[1] == assigned  # the same seed and pool: the same mutants, of the same parents
@@ -127,9 +134,9 @@ def test_a_mutant_credits_its_parent_only_when_it_reaches_a_steering_feature_fir
     source = _source(tmp_path, 1.0)
     source.add_to_corpus(_case(0), 0, CaseResult(), ["index:Mod[symbolic-divisor]"])
     source.add_to_corpus(_case(1), 1, CaseResult(), ["lowering:aten.add"])
-    assigned = _assign_all(source, 40)  # every generated case a mutant at --guidance 1
+    assigned = [(i, c, m) for i, c, m in _assign_all(source, 60) if "choices" in m]  # all guided at --guidance 1
     by_parent = Counter(m["parent"] for _, _, m in assigned)
-    assert sum(by_parent.values()) == 40 and [p.mutated for p in source.pool] == [by_parent["0"], by_parent["1"]]
+    assert [p.mutated for p in source.pool] == [by_parent["0"], by_parent["1"]]
     of = {name: [i for i, _, m in assigned if m["parent"] == name] for name in ("0", "1")}
     assert of["0"] and of["1"]
     a, b, c = of["1"][0], of["1"][-1], of["0"][0]

@@ -157,8 +157,8 @@ def test_the_assign_request_carries_a_mutant_with_any_choices():
     line = encode_request(Assign(9, None, {"parent": "ab12", "choices": AWKWARD}))
     assert "\n" not in line and "NaN" not in line and "Infinity" not in line
     request = decode_request(line)
-    assert request.index == 9 and request.case is None and request.mutant["parent"] == "ab12"
-    back = request.mutant["choices"]
+    assert request.index == 9 and request.case is None and request.guide["parent"] == "ab12"
+    back = request.guide["choices"]
     assert [type(c) for c in back] == [type(c) for c in AWKWARD]
     for ours, theirs in zip(back, AWKWARD):
         if isinstance(ours, float):
@@ -174,7 +174,7 @@ def test_the_worker_draws_the_mutant_it_is_sent(monkeypatch):
     sent = []
     settings = type("Settings", (), {"seed": SEED, "guard_planning": False, "reuse_calls": 0})()
     request = decode_request(encode_request(Assign(21, None, {"parent": "p6", "choices": parent.origin["choices"]})))
-    worker.run_generated(request.index, settings, CONFIG, None, sent.append, request.case, request.mutant)
+    worker.run_generated(request.index, settings, CONFIG, None, sent.append, request.case, request.guide)
     started = [e for e in sent if isinstance(e, Started)]
     expected = mutate.generate_mutant(SEED, 21, parent.origin["choices"], CONFIG, parent="p6")
     assert started and started[0].case == expected.to_json()

@@ -1,0 +1,98 @@
+"""Steered draws: a fresh case whose op statements lean toward ops the run has not reached.
+
+A fresh draw picks each op statement's op by the specs' fixed weights (``OpStatements.draw_op``),
+so a short campaign draws matmul, add and mul again and again while most of the 250-odd specs
+(and the lowerings, decompositions and guard forms they bring) never come up. A steered draw
+is the same generator fed by ``SteeringProvider``: where the generator draws an op statement's
+op, it answers, half of the time, with one of the ops the fewest finished cases of the run used
+(at first, those none used: the coordinator sends the counts, ``symfuzz.case_source``), and
+otherwise as a fresh draw does. Everything else (sizes, operands, schedules, marks) is drawn as usual.
+
+The provider answers a draw with a value the draw accepts, so the case is still a pure
+function of its recorded choice sequence: it replays from its JSON alone, mutates and shrinks
+like any case, whatever the counts were when it was drawn.
+"""
+
+from __future__ import annotations
+
+from random import Random
+
+from symfuzz.fuzz.drawing import PROVIDER, draw_with
+from symfuzz.fuzz.mutate import is_kind
+
+# Share of a steered case's op statements answered with a favoured op.
+STEER_SHARE = 0.5
+# build_case's statement kinds that draw an op statement first (``generate.build_case``):
+# kinds 2-5 are module statements in a module program, so they are left alone.
+OP_KINDS = range(6, 22)
+
+
+def op_tickets(config) -> dict:
+    """Each op spec's range of tickets ``(low, high)`` in ``draw_op``'s weighted draw, and the
+    ticket count: the draw is ``integers(0, count - 1)`` (``choices.weighted``)."""
+    from symfuzz.fuzz.generate import spec_weights  # deferred: imports torch
+
+    ranges, low = {}, 0
+    for spec, weight in spec_weights(config):
+        ranges[spec.name] = (low, low + weight - 1)
+        low += weight
+    return {"ranges": ranges, "count": low}
+
+
+if PROVIDER is not None:
+
+    class SteeringProvider(PROVIDER):
+        """Symfuzz's provider, answering an op statement's op draw with a favoured op's ticket
+        ``STEER_SHARE`` of the time. ``steered``: the ops it answered, in order."""
+
+        def __init__(self, conjecturedata, tickets=(), count=0, rng=None):
+            super().__init__(conjecturedata)
+            self.tickets = list(tickets)
+            self.count = count
+            self.rng = rng or Random(0)
+            self.kind = None  # the last statement kind drawn, until the draw after it
+            self.steered: list[str] = []
+
+        def draw_integer(self, min_value=None, max_value=None, *, weights=None, shrink_towards=0):
+            kind, self.kind = self.kind, None
+            if (kind in OP_KINDS and self.tickets and (min_value, max_value) == (0, self.count - 1)
+                    and self.rng.random() < STEER_SHARE):
+                name, (low, high) = self.tickets[self.rng.randrange(len(self.tickets))]
+                self.steered.append(name)
+                return self.rng.randint(low, high)
+            value = super().draw_integer(min_value, max_value, weights=weights, shrink_towards=shrink_towards)
+            if is_kind("integer", {"min_value": min_value, "max_value": max_value, "weights": weights}):
+                self.kind = value
+            return value
+else:  # pragma: no cover - depends on the installed Hypothesis
+    SteeringProvider = None
+
+
+def least_used(config, op_counts: dict) -> list[str]:
+    """The config's op specs that the fewest finished cases of the run used (``op_counts``:
+    spec name -> uses so far): at first those never used."""
+    from symfuzz.fuzz.generate import spec_weights  # deferred: imports torch
+
+    names = [spec.name for spec, _ in spec_weights(config)]
+    fewest = min(op_counts.get(name, 0) for name in names)
+    return [name for name in names if op_counts.get(name, 0) == fewest]
+
+
+def generate_steered(seed: int, index: int, config, op_counts: dict):
+    """Case ``index`` of a campaign as a draw steered toward the least-used ops (``least_used``);
+    the plain fresh draw where this Hypothesis has moved its provider API. Its origin holds its
+    own choice sequence and ``steered: {"favoured": how many ops were favoured, "ops": the ops
+    it answered with}``."""
+    from symfuzz.fuzz.drawing import generate
+
+    if SteeringProvider is None:  # pragma: no cover - depends on the installed Hypothesis
+        return generate(seed, index, config)
+    table = op_tickets(config)
+    favour = least_used(config, op_counts)
+    tickets = [(name, table["ranges"][name]) for name in favour]
+    rng = Random(f"symfuzz-steer:{seed}:{index}")
+    case, data = draw_with(Random(f"symfuzz:{seed}:{index}"), config, provider=SteeringProvider,
+                           provider_kw={"tickets": tickets, "count": table["count"], "rng": rng})
+    origin = {**case.origin, "seed": seed, "index": index, "choices": list(data.choices),
+              "steered": {"favoured": len(tickets), "ops": list(data.provider.steered)}}
+    return type(case)(case.program, case.schedule, origin)
