@@ -7,20 +7,22 @@ compiler feature: ``symfuzz.coverage``) joins the corpus, and so does a confirme
 finding's case.
 
 Guidance: such a case, if what it reached first is of a steering family (``STEERING_FAMILIES``),
-also joins the run's pool of parents, and a share of the generated
-cases (``--guidance``) are mutants of a pool case: its recorded Hypothesis choices
+also joins the run's pool of parents. A share of the generated cases (``--guidance``) are
+guided: ``MUTANT_SHARE`` of them mutants of a pool case, its recorded Hypothesis choices
 replayed with a small edit (``fuzz/mutate.py``), so a case that reached a rare compiler
-path is explored around. Which parent is drawn depends on its weight *now* (``Parent.weight``):
+path is explored around; the rest (all of them while the pool is empty) draws steered
+toward the ops the run's finished cases used least (``fuzz/steer.py``), so a short run
+does not spend its op statements on matmul and add again and again. Which parent is drawn depends on its weight *now* (``Parent.weight``):
 how rare its features are among the cases counted so far (a feature every tenth case
 reaches counts a tenth of one only it reached: FairFuzz's rare-branch targeting), how
 often its mutants reached something new against how often it was mutated (AFLFast's
-power schedule: an exhausted parent fades), and how fast it ran. Whether case i is a
-mutant, and the draw among the weights, follow from (seed, i); but the weights hold what
-earlier cases reached and the seconds they took, so which parent case i gets can differ
-between two runs of one seed (with several workers, also by the order cases finished in).
-What reproduces is the case itself: a mutant is a pure function of its recorded
-choices (the worker records them in ``case.origin``), so its findings replay from their
-JSON alone like any other.
+power schedule: an exhausted parent fades), and how fast it ran. Whether case i is
+guided, a mutant, and the draw among the weights, follow from (seed, i); but the weights
+(and the op counts a steered draw leans by) hold what earlier cases reached and the
+seconds they took, so which parent case i gets can differ between two runs of one seed
+(with several workers, also by the order cases finished in). What reproduces is the case
+itself: a mutant or a steered draw is a pure function of its recorded choices (the worker
+records them in ``case.origin``), so its findings replay from their JSON alone like any other.
 """
 
 from __future__ import annotations

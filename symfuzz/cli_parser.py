@@ -338,8 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "and up to 2 more per call that compiled at its sizes with new tensor values: a cached graph "
                            f"runs them without compiling, each checked against eager (default {REUSE_CALLS}; 0: none)")
     fuzz.add_argument("--guidance", type=share, default=GUIDANCE, metavar="SHARE",
-                      help="share of generated cases that are mutants of earlier cases that reached a compiler "
-                           f"feature no case before them did (0-1; default {GUIDANCE}; 0: every case a fresh draw)")
+                      help="share of generated cases that are guided: mutants of earlier cases that reached a "
+                           "compiler feature no case before them did, or draws steered toward the ops the run used "
+                           f"least (0-1; default {GUIDANCE}; 0: every case a fresh draw)")
     fuzz.add_argument("--no-throughput-settings", action="store_true",
                       help="workers keep Inductor's default compile settings (a compile subprocess pool each) and wait "
                            "idle for the canary (the earlier method, for comparison)")
