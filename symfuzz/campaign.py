@@ -105,7 +105,8 @@ class Campaign:
         self.health = ProgramHealth()
         self.stop_reason: Optional[str] = None  # why the campaign stopped early
         self.fuzz_start: Optional[float] = None  # when the canary passed: the budget starts then
-        self.workers_wall: Optional[float] = None  # seconds from the start until the workers closed (Stats.to_json)
+        self.workers_wall: Optional[float] = None  # the workers' mean seconds up, from the start (Stats.to_json)
+        self.closed_idle: list[float] = []  # when each worker closed early, idle with no case left to run
         self.disk_full: Optional[DiskFullError] = None  # the first write a full disk stopped
         if resumed is not None:
             self._resume(resumed)
@@ -193,6 +194,8 @@ class Campaign:
                 for w in workers:
                     if w.ready and not w.busy and accepting and not waiting:
                         self.cases.assign_next(w)
+                if fuzzing and not accepting:
+                    workers = self._close_idle(workers, now - start)
                 if fuzzing and not accepting and all(w.index is None or not w.ready for w in workers):
                     break
                 self._watchdog(workers, now)
@@ -206,7 +209,7 @@ class Campaign:
                     self.write_stats(now - start)
                     last_stats = now
                 self.progress.update(now - self.fuzz_start if fuzzing else 0.0, self.stats.counts, self.summary)
-            self.workers_wall = time.monotonic() - start
+            self.workers_wall = self._mean_up(time.monotonic() - start)
             for w in workers:
                 w.close()
                 if w in self.spawned:
@@ -230,7 +233,7 @@ class Campaign:
             self.confirmation.runner.cancel()
         finally:
             if self.workers_wall is None:  # the loop was cut short: the workers close now
-                self.workers_wall = time.monotonic() - start
+                self.workers_wall = self._mean_up(time.monotonic() - start)
             # Every worker still open, including one started while a signal cut its caller short
             # (not yet in ``workers``): none may outlive the campaign.
             for w in list(self.spawned):
@@ -444,6 +447,24 @@ class Campaign:
                                                 triage=result.triage, features=result.reached))
         worker.index = worker.case = None
         worker.judged = []
+
+    def _close_idle(self, workers, elapsed: float):
+        """Close the workers that wait idle once no more cases go out (the budget is spent, the
+        cases or findings are enough): the others finish their cases meanwhile, beside fresh-process
+        confirmations, and an idle worker's seconds are neither work nor symfuzz's overhead."""
+        idle = [w for w in workers if w.ready and not w.busy]
+        for w in idle:
+            w.close()
+            if w in self.spawned:
+                self.spawned.remove(w)
+            self.closed_idle.append(elapsed)
+        return [w for w in workers if w not in idle]
+
+    def _mean_up(self, elapsed: float) -> float:
+        """The workers' mean seconds up: ``elapsed`` for those open until now, less for those closed idle."""
+        jobs = self.config.jobs
+        early = self.closed_idle[:jobs]
+        return (sum(early) + (jobs - len(early)) * elapsed) / jobs
 
     def _worker_ended(self, worker: Worker, workers, accepting):
         code = worker.wait()

@@ -144,7 +144,7 @@ class Stats:
 
     def to_json(self, wall: float, extra: dict, workers_wall: Optional[float] = None) -> dict:
         """stats.json's content. ``wall``: seconds since the run started; ``workers_wall``: of
-        those, the seconds the workers were up (None while they still are). Confirmations a
+        those, the seconds the workers were up, a mean over them (None while they still are). Confirmations a
         run waits for after its budget, and minifying, come after the workers closed: that
         wall time is no worker's, and counting it as theirs would show it as overhead."""
         c = self.counts

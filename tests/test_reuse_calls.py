@@ -219,3 +219,29 @@ def test_a_campaign_makes_extra_calls_and_reports_throughput(tmp_path):
     assert stats["throughput"]["checked_calls_per_cpu_minute"] > 0
     assert stats_problem(stats) is None
     assert "checked calls per compile" in proc.stdout and "per CPU-minute" in proc.stdout
+
+
+def test_a_worker_idle_once_no_more_cases_go_out_is_closed_and_stops_counting(tmp_path):
+    """Two workers, the budget spent: the one with no case is closed at once (its seconds up end
+    there), the one still running its case stays; the workers' mean time up counts both."""
+    from symfuzz.campaign import Campaign
+
+    class Slot:
+        def __init__(self, index):
+            self.ready, self.index, self.canary, self.warming, self.closed = True, index, False, False, False
+
+        @property
+        def busy(self):
+            return self.index is not None
+
+        def close(self):
+            self.closed = True
+
+    campaign = Campaign.__new__(Campaign)
+    campaign.config = CampaignConfig(out=tmp_path, lane=get_lane("eager"), jobs=2)
+    idle, running = Slot(None), Slot(7)
+    campaign.spawned, campaign.closed_idle = [idle, running], []
+    assert campaign._close_idle([idle, running], 100.0) == [running]
+    assert idle.closed and not running.closed and campaign.spawned == [running]
+    assert campaign._mean_up(160.0) == 130.0  # (100 + 160) / 2: cpu_minutes counts 260 s, not 320
+    assert campaign._close_idle([running], 120.0) == [running]  # a worker with a case is never closed
