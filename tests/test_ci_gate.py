@@ -26,8 +26,9 @@ from symfuzz.fuzz.case import Case
 from symfuzz.gate import fails
 
 NEW_PLANTS = "tanh-wrong-eager,exp-wrong-eager"
-# --guidance 0: the six cases are fresh draws of seed 2, whichever cases finished first
-CAMPAIGN = ["--lane", "eager", "--ops", "tanh,exp,add", "--max-ops", "3", "--max-cases", "6", "--jobs", "1",
+# --guidance 0: the four cases are fresh draws of seed 2, whichever cases finished first. Cases 1 and 2
+# fail by the tanh plant (regressions), case 3 by the exp plant (pre-existing).
+CAMPAIGN = ["--lane", "eager", "--ops", "tanh,exp,add", "--max-ops", "3", "--max-cases", "4", "--jobs", "1",
             "--seed", "2", "--quiet", "--guidance", "0"]
 
 

@@ -3,6 +3,8 @@
 import importlib.util
 import re
 
+import pytest
+
 import torch
 
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
@@ -183,6 +185,7 @@ def test_excess_recompile_is_reported_when_every_guard_holds():
     assert not verdict.ok and verdict.symptom == "excess-recompiles" and verdict.call_index == first
 
 
+@pytest.mark.slow  # 30 s of shrinking; test_generate's shrink test covers cases shrinking as Hypothesis examples
 def test_schedule_knobs_shrink_with_the_case():
     """Marks and config flags are drawn through Hypothesis: a case that needs
     a mark_dynamic shrinks to the smallest program and schedule that has one."""

@@ -15,15 +15,16 @@ pytestmark = pytest.mark.quality
 
 
 # The full op set takes about 4 minutes to reach the bug; the default run draws
-# from a few ops, abs among them, and reaches it in about half the time.
+# from a few ops, abs among them, and its seed reaches it at the first case (seeds 2 and 3 at
+# cases 1 and 9, seed 0 later still: each case costs Inductor compiles, so the seed is the test's cost).
 FEW_OPS = "abs,add,mul,sum_dim,view,transpose,cat"
 
 
-@pytest.mark.parametrize("ops", [
-    pytest.param(None, marks=pytest.mark.slow, id="all-ops"),
-    pytest.param(FEW_OPS, id="few-ops"),
+@pytest.mark.parametrize("ops,seed", [
+    pytest.param(None, 0, marks=pytest.mark.slow, id="all-ops"),
+    pytest.param(FEW_OPS, 1, id="few-ops"),
 ])
-def test_planted_symbolic_only_miscompile_is_found(tmp_path, ops):
+def test_planted_symbolic_only_miscompile_is_found(tmp_path, ops, seed):
     """Inductor's abs lowering is made wrong only when a size is symbolic.
 
     The fuzzer must find it within 40 generated programs (each called at
@@ -34,7 +35,7 @@ def test_planted_symbolic_only_miscompile_is_found(tmp_path, ops):
     plant = planted_env("abs-symbolic")
     proc = symfuzz(
         ["--lane", "inductor-cpp", "--max-ops", "6", "--max-cases", "40", "--max-findings", "1", "--jobs", "2",
-         "--budget", "12m", "--seed", "0", "--out", str(out), *(["--ops", ops] if ops else [])],
+         "--budget", "12m", "--seed", str(seed), "--out", str(out), *(["--ops", ops] if ops else [])],
         plant,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
