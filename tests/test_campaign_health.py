@@ -262,10 +262,10 @@ def test_a_canary_that_hangs_is_stopped_at_its_limit(tmp_path):
     out = tmp_path / "out"
     hang = ('import sys\nif "symfuzz.worker" in sys.orig_argv:\n    import time\n    import symfuzz.canary\n'
             '    symfuzz.canary.canary_case = lambda: time.sleep(3600)\n')
-    proc, seconds = symfuzz(["--lane", "eager", "--jobs", "1", "--budget", "5m", "--canary-timeout", "20s",
+    proc, seconds = symfuzz(["--lane", "eager", "--jobs", "1", "--budget", "5m", "--canary-timeout", "8s",
                              "--out", str(out)], _env_with_sitecustomize(tmp_path, hang))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert seconds < 90
     lines = _error_lines(proc.stderr)
-    assert len(lines) == 1 and "did not finish within its limit (20s; --canary-timeout)" in lines[0], proc.stderr
+    assert len(lines) == 1 and "did not finish within its limit (8s; --canary-timeout)" in lines[0], proc.stderr
     assert json.loads((out / "stats.json").read_text())["canary"]["ok"] is False
