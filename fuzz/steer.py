@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from random import Random
 
-from symfuzz.fuzz.drawing import PROVIDER, draw_with
+from symfuzz.fuzz.drawing import PROVIDER, draw_with, generate
 from symfuzz.fuzz.mutate import is_kind
 
 # Share of a steered case's op statements answered with a favoured op.
@@ -83,8 +83,6 @@ def generate_steered(seed: int, index: int, config, op_counts: dict):
     the plain fresh draw where this Hypothesis has moved its provider API. Its origin holds its
     own choice sequence and ``steered: {"favoured": how many ops were favoured, "ops": the ops
     it answered with}``."""
-    from symfuzz.fuzz.drawing import generate
-
     if SteeringProvider is None:  # pragma: no cover - depends on the installed Hypothesis
         return generate(seed, index, config)
     table = op_tickets(config)
