@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from symfuzz.case_source import MAX_PARENT_WEIGHT, CaseSource, Parent
+import pytest
+
+from symfuzz.case_source import MAX_PARENT_WEIGHT, MUTANT_SHARE, MUTANT_SHARE_BOUNDS, CaseSource, GuideYield, Parent
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.coverage import Coverage, feature_keys, merged
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
@@ -171,3 +173,27 @@ def test_stored_corpus_cases_are_parents_and_new_features_are_stored_with_the_ca
     stored = {s.name: json.loads((corpus.cases_dir / f"{s.name}.json").read_text()) for s in corpus}
     entry = next(e for e in stored.values() if e["case"]["origin"]["index"] == 8)
     assert "feature:guard:s <= c" in entry["why"] and entry["features"] == reached
+
+
+def test_guided_cases_lean_to_the_kind_that_reaches_new_features_faster_and_neither_starves(tmp_path):
+    yields = GuideYield.prior()
+    assert yields.mutant_share() == pytest.approx(MUTANT_SHARE)  # before any guided case finished
+    yields.count("steered", 60, 60.0)  # a new feature a second
+    yields.count("mutant", 3, 30.0)  # one every ten seconds
+    assert MUTANT_SHARE_BOUNDS[0] <= yields.mutant_share() < 0.2
+    for _ in range(100):
+        yields.count("mutant", 0, 30.0)
+    assert yields.mutant_share() == MUTANT_SHARE_BOUNDS[0]  # still drawn now and then: it may pay off later
+    for _ in range(100):
+        yields.count("mutant", 300, 30.0)
+    assert yields.mutant_share() == MUTANT_SHARE_BOUNDS[1]
+
+    source = _source(tmp_path, 1.0)  # the source counts its finished guided cases, by kind
+    steered = _case(4)
+    steered["origin"]["steered"] = {"favoured": 200, "ops": ["tanh"]}
+    source.add_to_corpus(steered, 4, CaseResult(total_seconds=5.0), ["lowering:aten.tanh", "guard:Eq(s,c)"])
+    source.add_to_corpus(_case(5, parent="0"), 5, CaseResult(total_seconds=8.0), [])
+    source.add_to_corpus(_case(6), 6, CaseResult(total_seconds=3.0), ["lowering:aten.mul"])  # a fresh draw: neither
+    prior = GuideYield.prior()
+    assert source.yields.features == {"mutant": prior.features["mutant"], "steered": prior.features["steered"] + 2}
+    assert source.yields.seconds == {"mutant": prior.seconds["mutant"] + 8.0, "steered": prior.seconds["steered"] + 5.0}
