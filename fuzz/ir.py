@@ -21,6 +21,7 @@ from symfuzz.fuzz.ir_nodes import (  # noqa: F401
     _KIND_OF,
     _NODE_KINDS,
     SCALAR_KINDS,
+    SIDE_EFFECTS,
     TRAINING,
     V1_NODES,
     BranchNode,
@@ -34,6 +35,7 @@ from symfuzz.fuzz.ir_nodes import (  # noqa: F401
     OpNode,
     Param,
     SizeNode,
+    live_body,
     node_reads,
     render_node,
 )
@@ -58,6 +60,11 @@ class Program:
     body: tuple[Node, ...]
     outputs: tuple[str, ...]
     params: tuple[Param, ...] = ()
+
+    def live(self) -> "Program":
+        """The program without the statements nothing reads and whose effect is not seen
+        (``live_body``): what a compiler keeps of it."""
+        return dataclasses.replace(self, body=live_body(self.body, self.outputs)[0])
 
     def ops(self) -> list[str]:
         """Spec names used, in order (with repeats)."""

@@ -191,6 +191,32 @@ def node_reads(node: Node) -> set[str]:
     return set(re.findall(r"[A-Za-z_]\w*", text)) - {getattr(node, "out", None)}
 
 
+# Statements whose effect is seen though nothing reads their value.
+SIDE_EFFECTS = (EffectNode, CheckNode, GraphBreakNode)
+# An expression that writes a tensor in place (a method ending in ``_``, as a buffer's
+# running statistics are updated) or, in training mode, batch_norm's running statistics.
+_WRITES = re.compile(r"\.[a-z]\w*_\(|batch_norm\(")
+
+
+def writes_state(node) -> bool:
+    """Does ``node`` (an expression) write a tensor in place? Its result may be unread,
+    its write is still seen: a module's buffer keeps it for the next call."""
+    return isinstance(node, ExprNode) and _WRITES.search(node.expr) is not None
+
+
+def live_body(body, outputs) -> tuple[tuple, set]:
+    """The statements of ``body`` whose value reaches one of ``outputs`` or whose effect is seen
+    (in-place writes, checks, graph breaks), in order; and the names they and the outputs read."""
+    live = set(outputs)
+    kept = []
+    for node in reversed(body):
+        out = getattr(node, "out", None)
+        if isinstance(node, SIDE_EFFECTS) or writes_state(node) or (out is not None and out in live):
+            kept.append(node)
+            live |= node_reads(node)
+    return tuple(reversed(kept)), live
+
+
 def render_node(node: Node) -> list[str]:
     if isinstance(node, OpNode):
         # A spec's template may put statements before the expression (one per

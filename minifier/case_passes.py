@@ -21,15 +21,13 @@ from typing import Iterator, Optional
 from symfuzz.fuzz.case import ArgSpec, Call, Case
 from symfuzz.fuzz.ir import (
     BranchNode,
-    CheckNode,
     CondNode,
-    EffectNode,
     ExprNode,
-    GraphBreakNode,
     Input,
     OpNode,
+    SIDE_EFFECTS,
     SizeNode,
-    node_reads,
+    live_body,
 )
 from symfuzz.fuzz.ir import TRAINING
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
@@ -37,7 +35,6 @@ from symfuzz.minifier.case_eager import values_at
 from symfuzz.minifier.case_subject import CaseSubject
 from symfuzz.oracles.verdict import FakeRealMismatch, OutputMismatch, UnsoundGuard
 
-SIDE_EFFECTS = (EffectNode, CheckNode, GraphBreakNode)
 FRESH_SEED = 7_000
 
 
@@ -88,28 +85,10 @@ def _rename(node, old: str, new: str):
 def dead_code_eliminated(case: Case) -> Case:
     """Drop statements nothing reads, then inputs (and a module's parameters and
     buffers) nothing reads."""
-    program = case.program
-    live = set(program.outputs)
-    kept = []
-    for node in reversed(program.body):
-        out = getattr(node, "out", None)
-        if isinstance(node, SIDE_EFFECTS) or writes_state(node) or (out is not None and out in live):
-            kept.append(node)
-            live |= node_reads(node)
-    program = replace(program, body=tuple(reversed(kept)))
+    body, live = live_body(case.program.body, case.program.outputs)
+    program = replace(case.program, body=body)
     unused = [i for i, inp in enumerate(program.inputs) if inp.name not in live]
     return without_unread_state(_drop_inputs(replace(case, program=program), unused), live)
-
-
-# An expression that writes a tensor in place (a method ending in ``_``, as a buffer's
-# running statistics are updated) or, in training mode, batch_norm's running statistics.
-_WRITES = re.compile(r"\.[a-z]\w*_\(|batch_norm\(")
-
-
-def writes_state(node) -> bool:
-    """Does ``node`` (an expression) write a tensor in place? Its result may be unread,
-    its write is still seen: a module's buffer keeps it for the next call."""
-    return isinstance(node, ExprNode) and _WRITES.search(node.expr) is not None
 
 
 def without_unread_state(case: Case, live: set) -> Case:

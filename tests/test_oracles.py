@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
-from symfuzz.fuzz.ir import Input, OpNode, Program
+from symfuzz.fuzz.ir import ExprNode, Input, OpNode, Program
 from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.crash import crash_oracle
 from symfuzz.oracles.differential import differential_oracle
@@ -213,3 +213,21 @@ def test_reference_runs_in_float64_through_casts_inside_the_program():
     expected = x.double() @ w.double()  # no fp16 rounding anywhere
     assert torch.allclose(mm, expected)
     assert torch.get_default_dtype() == torch.float32  # restored
+
+
+def _indexing_case(outputs):
+    """``v1 = x0[3]`` (eager raises on a call with fewer than 4 elements), then ``v2 = relu(x0)``."""
+    program = Program((Input("x0", "float32", ("s0",)),), (ExprNode("v1", "x0[3]"), OpNode("v2", "relu", ("x0",))),
+                      outputs)
+    return Case(program, Schedule(True, (Call((ArgSpec((2,), "float32", 1),)),)))
+
+
+def test_eager_raising_only_in_a_statement_nothing_reads_is_not_accepts_invalid():
+    """Dynamo drops a statement nothing reads, even on the eager backend, so compiled returns where
+    eager raised: no check was skipped. The same statement read by an output is accepts-invalid."""
+    raised = err("index 3 is out of bounds for dimension 0 with size 2", "builtins.IndexError")
+    t = torch.randn(2)
+    assert crash_oracle(_indexing_case(("v2",)), run((raised, ok(t)))).ok
+    v = crash_oracle(_indexing_case(("v2", "v1")), run((raised, ok(t, t))))
+    assert not v.ok and v.symptom == "accepts-invalid"
+    assert _indexing_case(("v2",)).program.live().body == (OpNode("v2", "relu", ("x0",)),)
