@@ -4,9 +4,9 @@ A fresh draw picks each op statement's op by the specs' fixed weights (``OpState
 so a short campaign draws matmul, add and mul again and again while most of the 250-odd specs
 (and the lowerings, decompositions and guard forms they bring) never come up. A steered draw
 is the same generator fed by ``SteeringProvider``: where the generator draws an op statement's
-op, it answers, half of the time, with one of the ops the fewest finished cases of the run used
-(at first, those none used: the coordinator sends the counts, ``symfuzz.case_source``), and
-otherwise as a fresh draw does. Everything else (sizes, operands, schedules, marks) is drawn as usual.
+op, it answers, half of the time, with one of the ops the run's finished cases used least often
+(at first, those none used: the coordinator sends the counts of uses, ``symfuzz.case_source``),
+and otherwise as a fresh draw does. Everything else (sizes, operands, schedules, marks) is drawn as usual.
 
 The provider answers a draw with a value the draw accepts, so the case is still a pure
 function of its recorded choice sequence: it replays from its JSON alone, mutates and shrinks
@@ -22,9 +22,11 @@ from symfuzz.fuzz.mutate import is_kind
 
 # Share of a steered case's op statements answered with a favoured op.
 STEER_SHARE = 0.5
-# build_case's statement kinds that draw an op statement first (``generate.build_case``):
-# kinds 2-5 are module statements in a module program, so they are left alone.
-OP_KINDS = range(6, 22)
+# build_case's statement kinds that may draw an op statement first (``generate.build_case``):
+# plain ops, a graph break's other half (after its boolean), and under --ops the motif and
+# size-argument kinds. In a module program kinds 2-5 draw module statements, and a motif draws
+# its own choices: those draws never have the op draw's bounds, which the provider checks too.
+OP_KINDS = frozenset((*range(2, 22), 29, 30, 31, 32, 35))
 
 
 def op_tickets(config) -> dict:
@@ -69,8 +71,8 @@ else:  # pragma: no cover - depends on the installed Hypothesis
 
 
 def least_used(config, op_counts: dict) -> list[str]:
-    """The config's op specs that the fewest finished cases of the run used (``op_counts``:
-    spec name -> uses so far): at first those never used."""
+    """The config's op specs the run's finished cases used least often (``op_counts``: spec
+    name -> uses so far, ``Program.ops``): at first those never used."""
     from symfuzz.fuzz.generate import spec_weights  # deferred: imports torch
 
     names = [spec.name for spec, _ in spec_weights(config)]

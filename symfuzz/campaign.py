@@ -530,7 +530,10 @@ class Campaign:
             "interrupted_by": self.interrupted_by,
             "minified": self.minified,
         }
-        data = self.stats.to_json(wall, extra, self.workers_wall)
+        # While some workers are closed idle and others still run, the workers' time is their mean so far.
+        workers_wall = self.workers_wall if self.workers_wall is not None or not self.closed_idle \
+            else self._mean_up(wall)
+        data = self.stats.to_json(wall, extra, workers_wall)
         data["canary"] = self.canary
         data["health"] = {
             "problems": self.problems(),
@@ -542,7 +545,7 @@ class Campaign:
         write_json(self.out / "stats.json", data)
         write_state(self.out, self.config, self.torch_version, self.stats, dict(self.summary), self.stats.replayed,
                     self.stats.prior_wall + wall, write_json,
-                    self.stats.workers_seconds(wall, self.workers_wall))
+                    self.stats.workers_seconds(wall, workers_wall))
         append_line(self.out / "timeline.jsonl", self.stats.timeline_line(wall, extra["confirmed"], data["time_seconds"]))
         return data
 

@@ -19,9 +19,10 @@ how rare its features are among the cases counted so far (a feature every tenth 
 reaches counts a tenth of one only it reached: FairFuzz's rare-branch targeting), how
 often its mutants reached something new against how often it was mutated (AFLFast's
 power schedule: an exhausted parent fades), and how fast it ran. Whether case i is
-guided, a mutant, and the draw among the weights, follow from (seed, i); but the weights
-(and the op counts a steered draw leans by) hold what earlier cases reached and the
-seconds they took, so which parent case i gets can differ between two runs of one seed
+guided follows from (seed, i), and so do the random draws that pick its kind and parent; but
+the mutant share (``GuideYield``), the weights and the op counts a steered draw leans by hold
+what earlier cases reached and the seconds they took, so whether case i is a mutant, and of
+which parent, can differ between two runs of one seed
 (with several workers, also by the order cases finished in). What reproduces is the case
 itself: a mutant or a steered draw is a pure function of its recorded choices (the worker
 records them in ``case.origin``), so its findings replay from their JSON alone like any other.

@@ -34,9 +34,10 @@ REUSE_CALLS = 3
 # The share of generated cases that are guided (symfuzz.case_source): mutants of cases that reached
 # a new compiler feature, or draws steered toward the ops the run used least (fuzz/steer.py); the
 # rest are fresh draws, which keep finding new ground of their own. Off by default until it
-# reaches more than fresh draws do in a CI-sized budget: with steered draws, 0.98x the distinct
-# features of fresh draws in 200 s (steered draws reach new features as fast as fresh ones,
-# mutants a third as fast) at 1.55x the checked calls per CPU-minute. Earlier, measured with
+# reaches more than fresh draws do in a CI-sized budget: with steered draws and a fixed 30% of
+# mutants (before case_source.GuideYield), 0.98x the distinct features of fresh draws in 200 s
+# (steered draws reached new features as fast as fresh ones, mutants a third as fast) at 1.55x
+# the checked calls per CPU-minute. Earlier, measured with
 # benchmarks/features.py (5 minutes, 2 workers): 0.74x and 1.07x the distinct features of fresh
 # draws with a parent weighted by the features it reached first; 0.85x with rarity and energy
 # (case_source.Parent.weight), where the rare families came out ahead (264 against 247) but fresh
@@ -123,7 +124,8 @@ class CampaignConfig:
     throughput_settings: bool = True
     # Guard-directed calls after the drawn ones (--no-guard-planning: off).
     guard_planning: bool = True
-    # The share of generated cases that are mutants of cases that reached a new feature (--guidance).
+    # The share of generated cases that are guided: mutants of cases that reached a new feature, or
+    # draws steered toward the least-used ops (--guidance).
     guidance: float = GUIDANCE
 
     @property

@@ -70,9 +70,9 @@ class Stats:
         self.new_features = self.coverage.add(result.reached, elapsed)
         origin = (result.case or {}).get("origin") or {}
         kind = "mutant" if origin.get("mutant") else "steered" if origin.get("steered") else "fresh"
-        c["mutant_cases"] += kind == "mutant"
-        c["steered_cases"] += kind == "steered"
-        if isinstance(index, int):  # a generated case (a corpus replay is none of them)
+        if isinstance(index, int):  # a generated case (a corpus replay is none of them, whatever it was stored as)
+            c["mutant_cases"] += kind == "mutant"
+            c["steered_cases"] += kind == "steered"
             c[{"mutant": "mutants_with_new", "steered": "steered_with_new", "fresh": "fresh_with_new"}[kind]] += \
                 bool(self.new_features)
         c["programs_valid"] += result.valid

@@ -8,9 +8,10 @@
 - ``python-number-guard``: the guard on a Python int or float argument that Dynamo compiled as a
   constant compares with a tolerance of 1, so a graph compiled for ``k=2`` runs again for
   ``k=3``. Only a call whose tensors keep their shapes (else a shape guard recompiles anyway)
-  and whose number moved by at most 1 shows it: a Python int whose values vary between calls
-  (``fuzz/scalars.py``'s "vary" and "tied" patterns) in a program whose compiled graph the next
-  call reuses. The campaign must report the reused graph as wrong.
+  and whose number moved by at most 1 shows it: a Python int or float whose values differ between
+  calls (``fuzz/scalars.py``'s number patterns but "equal") in calls whose tensors keep their
+  shapes, so that the next call reuses the compiled graph. The campaign must report the reused
+  graph as wrong.
 
 Each campaign runs with the default settings (two workers, fresh draws: ``--guidance 0``) for
 5 CPU-minutes (``--budget 150s``), with a case limit that makes it the same campaign on a
