@@ -14,7 +14,8 @@ around; the rest (all of them while the pool is empty) draws steered toward the 
 finished cases used least (``fuzz/steer.py``), so a short run does not spend its op
 statements on matmul and add again and again. How many are mutants follows what each kind
 reached (``GuideYield``): the new features per second each kind's finished cases reached,
-so the kind that finds more new ground gets more of the guided cases, and neither starves. Which parent is drawn depends on its weight *now* (``Parent.weight``):
+so the kind that finds more new ground gets more of the guided cases, and neither starves.
+Which parent is drawn depends on its weight *now* (``Parent.weight``):
 how rare its features are among the cases counted so far (a feature every tenth case
 reaches counts a tenth of one only it reached: FairFuzz's rare-branch targeting), how
 often its mutants reached something new against how often it was mutated (AFLFast's
@@ -36,7 +37,7 @@ from typing import Optional
 
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.corpus.finding import Finding, environment
-from symfuzz.coverage import family_of, feature_keys
+from symfuzz.coverage import family_of, feature_keys, guide_kind
 from symfuzz.messages import CORPUS_PREFIX, CaseResult, is_corpus_index
 from symfuzz.progress import Progress
 from symfuzz.settings import CampaignConfig, shard_indices
@@ -226,9 +227,9 @@ class CaseSource:
         if not case:
             return
         self._credit_parent(index, case, new_features)
-        origin = case.get("origin") or {}
-        if isinstance(index, int) and ((origin.get("mutant") or {}).get("edit") or origin.get("steered")):
-            self.yields.count("mutant" if origin.get("mutant") else "steered", len(new_features), result.total_seconds)
+        kind = guide_kind(case)
+        if isinstance(index, int) and kind != "fresh":
+            self.yields.count(kind, len(new_features), result.total_seconds)
         if not is_corpus_index(index) and _steering(new_features):  # it reached a steering feature first
             self._add_parent(str(index), case, _steering(set(feature_keys(result.reached)) | set(new_features)),
                              result.total_seconds)

@@ -30,6 +30,16 @@ def feature_keys(reached: dict) -> list[str]:
     return sorted(keys)
 
 
+def guide_kind(case: dict) -> str:
+    """How a case was drawn (``symfuzz.case_source``): "mutant" (of an earlier case), "steered"
+    (toward the least-used ops) or "fresh". A mutant whose every edit failed, so that the fresh
+    draw stood in, is fresh."""
+    origin = (case or {}).get("origin") or {}
+    if (origin.get("mutant") or {}).get("edit"):
+        return "mutant"
+    return "steered" if origin.get("steered") else "fresh"
+
+
 def family_of(key: str) -> str:
     return key.split(SEP, 1)[0]
 

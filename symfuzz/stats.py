@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Optional
 
 from symfuzz.corpus.finding import environment
-from symfuzz.coverage import Coverage
+from symfuzz.coverage import Coverage, guide_kind
 from symfuzz.messages import CORPUS_PREFIX, CaseResult
 from symfuzz.oracles.verdict import Verdict
 from symfuzz.report import throughput
@@ -68,8 +68,7 @@ class Stats:
             return
         elapsed = self.prior_wall + time.time() - self.started
         self.new_features = self.coverage.add(result.reached, elapsed)
-        origin = (result.case or {}).get("origin") or {}
-        kind = "mutant" if origin.get("mutant") else "steered" if origin.get("steered") else "fresh"
+        kind = guide_kind(result.case)
         if isinstance(index, int):  # a generated case (a corpus replay is none of them, whatever it was stored as)
             c["mutant_cases"] += kind == "mutant"
             c["steered_cases"] += kind == "steered"
