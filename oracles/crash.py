@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from symfuzz.fuzz import script_runtime
-from symfuzz.oracles.lanes.execute import load_function
-from symfuzz.oracles.lanes.lane import get_lane
+from symfuzz.oracles.dead_code import raised_only_in_dead_code
 from symfuzz.oracles.verdict import RaisedError, Verdict, passed
 
 
 def fresh_compile_passed(call) -> bool:
     """A fresh compile got this call right: the reuse oracle owns the failure."""
     return call.fresh is not None and call.fresh.get("failure") is None
-
-
-def raised_only_in_dead_code(case, index: int, lane: str) -> bool:
-    """Eager raised at call ``index``: does the program's live part (``Program.live``: without the
-    statements nothing reads and whose effect is not seen) run that call in eager without raising?
-    Then the error came from a statement a compiler may drop, as Dynamo drops dead code even on
-    the eager backend: compiled returning there skipped no check. (A module program is left as
-    it is: its state makes the call's meaning depend on the calls before it.)"""
-    program = case.program
-    live = program.live()
-    if program.params or live.body == program.body:
-        return False
-    fn = load_function(replace(case, program=live).source)
-    call = case.schedule.calls[index].to_json()
-    return "error" not in script_runtime.run_call(fn, script_runtime.make_args(call, get_lane(lane).device))
 
 
 def crash_oracle(case, run) -> Verdict:

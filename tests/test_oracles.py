@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
-from symfuzz.fuzz.ir import ExprNode, Input, OpNode, Program
+from symfuzz.fuzz.ir import EffectNode, ExprNode, Input, OpNode, Program
 from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.crash import crash_oracle
 from symfuzz.oracles.differential import differential_oracle
@@ -231,3 +231,30 @@ def test_eager_raising_only_in_a_statement_nothing_reads_is_not_accepts_invalid(
     v = crash_oracle(_indexing_case(("v2", "v1")), run((raised, ok(t, t))))
     assert not v.ok and v.symptom == "accepts-invalid"
     assert _indexing_case(("v2",)).program.live().body == (OpNode("v2", "relu", ("x0",)),)
+
+
+def _masked_write_case(before, outputs):
+    """``before`` (statements making ``v1``), then ``v1[x1 < 0] = 3`` where eager raises (the mask has
+    3 elements, ``v1`` 2), then ``v2 = relu(x0)``."""
+    write = EffectNode("setitem_mask", ("v1", "x1"), {"reject": "", "cmp": "< 0", "v": 3})
+    program = Program((Input("x0", "float32", ("s0",)), Input("x1", "float32", ("s1",))),
+                      (*before, write, OpNode("v2", "relu", ("x0",))), outputs)
+    return Case(program, Schedule(True, (Call((ArgSpec((2,), "float32", 1), ArgSpec((3,), "float32", 2))),)))
+
+
+@pytest.mark.parametrize("before, outputs, dead", [
+    ((ExprNode("v1", "x0 + 1"),), ("v2",), True),  # a temporary nothing reads after the write
+    ((ExprNode("v1", "x0[:]"),), ("v2",), False),  # a view of an input: the caller sees the write
+    ((ExprNode("v1", "x0 + 1"),), ("v2", "v1"), False),  # returned
+    ((ExprNode("v1", "x0 + 1"), ExprNode("v3", "v1.view(-1)")), ("v2", "v3"), False),  # read after, through a view
+])
+def test_eager_raising_only_in_an_in_place_write_nobody_sees_is_not_accepts_invalid(before, outputs, dead):
+    """Eager raised in ``v1[mask] = 3``. When ``v1`` is a temporary that nothing reads afterwards, nor returns,
+    nor aliases, the write is dead code, which compiled may drop: no check was skipped. Whether ``v1``
+    aliases something is read from eager's storages, so a view of an input or of a value read later counts."""
+    raised = err("The shape of the mask [3] at index 0 does not match the shape of the indexed tensor [2]",
+                 "builtins.IndexError")
+    t = torch.randn(2)
+    v = crash_oracle(_masked_write_case(before, outputs), run((raised, ok(*[t] * len(outputs)))))
+    assert v.ok == dead
+    assert dead or v.symptom == "accepts-invalid"
