@@ -247,7 +247,7 @@ def judged(fn, args, wrong):
     return diff, explained
 
 
-def test_a_float_output_is_never_explained_even_downstream_of_a_near_tie():
+def test_a_float_sum_downstream_of_a_near_tie_is_not_explained():
     x, _ = near_threshold_inputs()
 
     def fn(x):
@@ -257,6 +257,59 @@ def test_a_float_output_is_never_explained_even_downstream_of_a_near_tie():
     diff, explained = judged(fn, [x], lambda e: (e[0] + 100.0, e[1]))  # a sum off by 100
     assert diff is not None and diff["symptom"] == "value-mismatch" and diff["kind"] == "float:finite"
     assert explained == []
+
+
+# ---------------------------------------------------------------- floats that jump
+# A remainder drops by its divisor where its operand crosses a multiple of it, a float floor steps by 1:
+# a last-bit difference upstream moves such a float by the whole step. That is explained only at an
+# element within rounding of the jump, and only by a move of at most that step (carried through ops that scale
+# or shift it by a known amount).
+
+
+def jump_inputs():
+    """float32: 0.99999994 (so ``x * 3`` rounds to just below 3), and values far from any multiple of 1."""
+    return [torch.tensor([float(torch.nextafter(torch.tensor(1.0), torch.tensor(0.0))), 0.5, -0.25, 0.75])]
+
+
+def test_a_remainder_that_jumps_by_its_divisor_at_a_multiple_is_explained():
+    def fn(x):
+        return torch.remainder(x * 3, 3) * 2 + 1
+
+    def compiled_fn(x):  # rounds x * 3 one ulp higher, to 3.0 exactly: the remainder drops from 3 to 0
+        return torch.remainder(one_ulp_up(x * 3), 3) * 2 + 1
+
+    (x,) = jump_inputs()
+    eager, compiled = fn(x), compiled_fn(x)
+    assert float(eager[0] - compiled[0]) > 5.9 and torch.allclose(eager[1:], compiled[1:])
+    verdict, repro = judge(fn, compiled_fn, [x])
+    assert not verdict.ok and verdict.evidence.rounding.startswith(
+        "jump explained by rounding: element [0] hangs on remainder"), verdict.evidence.rounding
+    assert "<= step 6" in verdict.evidence.rounding  # the divisor, doubled by the * 2
+    assert repro is None
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda e: (torch.cat([e[0][:1], e[0][1:] + 6]), e[1]),  # off by the step where no jump is near
+    lambda e: (torch.cat([e[0][:1] - 9, e[0][1:]]), e[1]),  # near the jump, but off by more than the step
+])
+def test_a_remainder_off_where_or_by_what_no_jump_gives_is_a_value_mismatch(wrong):
+    (x,) = jump_inputs()
+    diff, explained = judged(lambda x: torch.remainder(x * 3, 3) * 2 + 1, [x], wrong)
+    assert diff is not None and diff["symptom"] == "value-mismatch" and diff["kind"] == "float:finite"
+    assert explained == []
+
+
+def test_a_float_floor_steps_by_one_and_no_more():
+    (x,) = jump_inputs()
+
+    def fn(x):
+        return torch.floor(x * 3) / 2
+
+    diff, explained = judged(fn, [x], lambda e: (torch.cat([e[0][:1] + 0.5, e[0][1:]]), e[1]))
+    assert diff is None and explained[0]["reason"].startswith(
+        "jump explained by rounding: element [0] hangs on rounding floor")
+    diff, explained = judged(fn, [x], lambda e: (torch.cat([e[0][:1] + 1.0, e[0][1:]]), e[1]))
+    assert diff is not None and explained == []  # two steps
 
 
 def test_an_op_the_shadow_cannot_follow_after_a_near_tie_explains_nothing():

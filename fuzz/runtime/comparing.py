@@ -37,11 +37,11 @@ def compare(eager, compiled, reference=None, explained=None):
     writes compare outputs with it, so a script cannot disagree with the
     finding it reproduces. Tensors match within ``TOLERANCES`` for their
     dtype; beyond that, compiled still matches when it is no worse than
-    eager against the fp64 reference (``within_reference``), or when the
-    output is discrete (bools, indices, counts; never floats) and every
+    eager against the fp64 reference (``within_reference``), or when every
     element that differs hangs on a decision (comparison, all/any, argmax,
-    sort ...) within rounding of its threshold, by a value that flip can
-    give (``rounding_explains``, which never raises; ``reference_call``'s
+    sort, a remainder's or a floor's jump ...) within rounding of its
+    threshold, by a value that flip can give (discrete outputs: bools,
+    indices, counts; floats only through a jump of known size) (``rounding_explains``, which never raises; ``reference_call``'s
     leaves carry it): such
     a flip is no bug, and when ``explained`` is a list, each is appended to
     it as {"symptom", "path", "kind", "detail", "reason"}.

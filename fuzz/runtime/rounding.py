@@ -1,6 +1,6 @@
-"""Rounding: whether a discrete result (a bool, an index, a count) flipped only because float
-rounding moved a value across a threshold, with the shadow interpreter that follows each
-value's decisions; and ``reference_call``, the fp64 reference that carries the explainer.
+"""Rounding: whether a discrete result (a bool, an index, a count), or a float that jumps (a
+remainder, a floor), flipped only because float rounding moved a value across a threshold,
+with the shadow interpreter that follows each value's decisions; and ``reference_call``, the fp64 reference that carries the explainer.
 
 Part of the runtime every standalone script carries (fuzz/script_runtime.py): it imports
 only the standard library, torch and the runtime's other parts, which corpus.scripts pastes too.
@@ -99,6 +99,16 @@ _COMPARISONS = {"gt", "lt", "ge", "le", "eq", "ne", "greater", "less", "greater_
 
 
 _ROUNDINGS = {"int", "long", "short", "char", "byte", "bool", "to", "floor", "ceil", "trunc", "round", "sign", "sgn"}
+
+
+# Ops that jump where the quotient of their operands crosses an integer: ``remainder(a, b)`` drops
+# by |b| there (``a % b`` is its operator), ``floor_divide`` steps by 1. ``__r*__`` forms take
+# their operands the other way round (``3 % x`` is ``x.__rmod__(3)``).
+_QUOTIENT_JUMPS = {"remainder", "fmod", "__mod__", "__imod__", "__rmod__", "floor_divide", "__floordiv__",
+                   "__ifloordiv__", "__rfloordiv__"}
+
+
+_DIV_STEPS = {"div", "true_divide", "__truediv__", "__itruediv__", "__div__", "__idiv__"}
 
 
 # Integer ops through which a flipped element's step is known: casts and signs keep it, sums add them.
@@ -313,9 +323,10 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
                     e.taint, e.why, e.poison = None, None, d[4] if len(d) > 4 else e.poison
                 if e.poison is not None:
                     amb = amb & ~e.poison  # a poisoned operand's tolerance says nothing
-                if bool(amb.any()) and name in _ROUNDINGS and not t.dtype.is_floating_point and t.dtype != torch.bool:
+                jump = d[4] if name in _QUOTIENT_JUMPS else self._rounding_jump(name, t)
+                if bool(amb.any()) and jump is not None:
                     before = e.taint if e.taint is not None else torch.zeros(t.shape, dtype=torch.bool)
-                    e.step = torch.where(amb & ~before, torch.ones((), dtype=torch.float64), self._steps_of(e))
+                    e.step = torch.where(amb & ~before, jump, self._steps_of(e))
                 if bool(amb.any()) and margin is None:
                     e.why = label
                     e.taint = amb if e.taint is None else (e.taint | amb)
@@ -422,7 +433,7 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
 
     def _pointwise_step(self, name, args, kwargs, out):
         """How far each element of an integer elementwise result may move (None: unbounded or a bool)."""
-        if out.dtype == torch.bool or out.dtype.is_floating_point or out.dtype.is_complex:
+        if out.dtype == torch.bool or out.dtype.is_complex:
             return None
 
         def step(value):
@@ -433,7 +444,10 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
 
         operands = [a for a in args if isinstance(a, (torch.Tensor, int, float, bool))]
         if name in _KEEP_STEP and operands:
-            return (step(args[0]) + torch.zeros(out.shape, dtype=torch.float64)).clone()
+            # a float cast to an integer truncates: a move of s may become ceil(s), so one more
+            truncates = isinstance(args[0], torch.Tensor) and args[0].dtype.is_floating_point \
+                and not out.dtype.is_floating_point
+            return (step(args[0]) + float(truncates) + torch.zeros(out.shape, dtype=torch.float64)).clone()
         if name in _ADD_STEPS and len(operands) == 2 and "alpha" not in kwargs:
             return (step(operands[0]) + step(operands[1]) + torch.zeros(out.shape, dtype=torch.float64)).clone()
         if name in _MUL_STEPS and len(operands) == 2:
@@ -442,6 +456,11 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
                 other = operands[1] if moving[0] is operands[0] else operands[0]
                 factor = other.detach().double().abs() if isinstance(other, torch.Tensor) else abs(float(other))
                 return (step(moving[0]) * factor + torch.zeros(out.shape, dtype=torch.float64)).clone()
+        if name in _DIV_STEPS and len(operands) == 2 and isinstance(args[0], torch.Tensor) and "rounding_mode" not in kwargs:
+            other = operands[1]
+            if not (isinstance(other, torch.Tensor) and self.entry(other).marked()):
+                factor = other.detach().double().abs() if isinstance(other, torch.Tensor) else abs(float(other))
+                return (step(args[0]) / factor + torch.zeros(out.shape, dtype=torch.float64)).clone()
         if name == "where" and len(args) == 3:
             cond, a, b = args
             flip = self._taint_of(cond) if isinstance(cond, torch.Tensor) else torch.zeros((), dtype=torch.bool)
@@ -477,13 +496,13 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
         return torch.full(e.tensor.shape, 1.0 if e.tensor.dtype == torch.bool else float("inf"), dtype=torch.float64)
 
     def _operand(self, value):
-        """(float64 value, tolerance) of an operand: a tensor's shadow, or an exact number. An
-        integer that a flip upstream may move by a known step has that step in its tolerance,
-        twice: the shadow's own decisions may have moved it as well."""
+        """(float64 value, tolerance) of an operand: a tensor's shadow, or an exact number. A
+        value that a flip or jump upstream may move by a known step has that step in its
+        tolerance, twice: the shadow's own decisions may have moved it as well."""
         if isinstance(value, torch.Tensor):
             e = self.entry(value)
             tol = e.tolerance()
-            if e.taint is not None and not e.tensor.dtype.is_floating_point:
+            if e.taint is not None:
                 steps = self._steps_of(e)
                 tol = tol + torch.where(e.taint & torch.isfinite(steps), 2 * steps, 0.0)
             return e.shadow.double(), tol
@@ -501,6 +520,8 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
             amb = (margin <= tol) & (tol > 0) & ~torch.isnan(margin)
             return [(amb.reshape(outs[0].shape), margin.reshape(outs[0].shape), tol.reshape(outs[0].shape),
                      f"comparison {name}")]
+        if name in _QUOTIENT_JUMPS:
+            return self._decide_quotient(name, args, kwargs, outs)
         x = args[0] if args else None
         if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
             return self._decide_bool_reduction(name, args, kwargs, outs) if name in ("all", "any") else None
@@ -530,6 +551,38 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
             amb = (margin <= tol) & (tol > 0) & ~torch.isnan(margin)
             return [(amb.reshape(out.shape), margin.reshape(out.shape), tol.reshape(out.shape), f"rounding {name}")]
         return None
+
+    def _rounding_jump(self, name, out):
+        """How far a rounding decision's output moves where it is ambiguous: a step of 1 for an
+        integer or a rounded float (floor, ceil, trunc, round), 2 for a float's sign (-1 to 1);
+        None for a bool (its own step) or a float cast (no decision)."""
+        if name not in _ROUNDINGS or out.dtype == torch.bool:
+            return None
+        if out.dtype.is_floating_point:
+            return {"floor": 1.0, "ceil": 1.0, "trunc": 1.0, "round": 1.0, "sign": 2.0, "sgn": 2.0}.get(name)
+        return torch.ones((), dtype=torch.float64)
+
+    def _decide_quotient(self, name, args, kwargs, outs):
+        """``remainder(a, b)`` and ``floor_divide(a, b)`` jump where ``a / b`` is an integer:
+        ambiguous where ``a`` lies within rounding of a multiple of ``b``. The fifth field is
+        how far the output may jump there: |b| for a remainder, 1 for a quotient."""
+        if len(outs) != 1 or len(args) + len(kwargs) < 2:
+            return None
+        a, b = (args[0], args[1] if len(args) > 1 else kwargs.get("other"))
+        if name.startswith("__r"):
+            a, b = b, a
+        if not any(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in (a, b)):
+            return None  # integers are exact
+        (sa, ta), (sb, tb) = self._operand(a), self._operand(b)
+        q = (sa / sb).round()
+        margin = (sa - sb * q).abs()
+        tol = ta + q.abs() * tb
+        out = outs[0]
+        amb = ((margin <= tol) & (tol > 0) & ~torch.isnan(margin)).expand(out.shape)
+        jump = torch.ones((), dtype=torch.float64) if "floordiv" in name or name == "floor_divide" else sb.abs()
+        return [(amb.clone(), margin.expand(out.shape).clone(), tol.expand(out.shape).clone(),
+                 f"{name} (operand within rounding of a multiple of its divisor)",
+                 jump.expand(out.shape).clone())]
 
     def _near_best(self, v, tol, dim, keepdim):
         if dim is None:
@@ -649,14 +702,18 @@ def attach_rounding(tree, fn, args):
 def rounding_explains(e, c, r):
     """Why rounding explains how compiled ``c`` differs from eager ``e`` (a reason), or None.
 
-    Only a discrete output is ever explained: a bool, or integers (indices,
-    counts, rounded values); never floats. It is when every element that
-    differs depends on a decision (a comparison, all/any, argmax, sort ...)
-    whose exact float64 operands lie within rounding of its threshold, only
-    through ops that keep that local (never a sum of floats or an op the
-    shadow does not know), and, for a count or other integer whose step is
-    known, compiled lies within that step of eager: there, code that rounds
-    differently may give it without a bug. ``r`` is the reference leaf, from
+    A discrete output is explained (a bool, or integers: indices, counts,
+    rounded values) when every element that differs depends on a decision (a
+    comparison, all/any, argmax, sort ...) whose exact float64 operands lie
+    within rounding of its threshold, only through ops that keep that local
+    (never a sum of floats or an op the shadow does not know), and, for a
+    count or other integer whose step is known, compiled lies within that
+    step of eager: there, code that rounds differently may give it without a
+    bug. A float output is explained the same way only where it jumps by a
+    known step: a float ``floor``/``round`` (1), a ``remainder`` (its
+    divisor) at an operand within rounding of a multiple of the divisor,
+    carried through ops that scale or shift the step by a known amount;
+    every element outside tolerance must lie within that step of eager. ``r`` is the reference leaf, from
     ``reference_call``; without its shadowed run, nothing is explained. It
     never raises: whatever goes wrong, nothing is explained.
     """
@@ -670,7 +727,7 @@ def _rounding_reason(e, c, r):
     hook = getattr(r, "_symfuzz_rounding", None)
     if hook is None or e.shape != c.shape or e.dtype != c.dtype or e.numel() == 0:
         return None
-    if e.dtype.is_floating_point or e.dtype.is_complex:
+    if e.dtype.is_complex:
         return None
     entries, index = hook
     found = entries()
@@ -679,22 +736,31 @@ def _rounding_reason(e, c, r):
         return None
     # The shadow ran on CPU copies: judge there, whatever device the lane used.
     e, c = e.detach().cpu(), c.detach().cpu()
-    differ = e != c
+    floating = e.dtype.is_floating_point
+    moved_by = (c.double() - e.double()).abs()
+    if floating:  # a float differs where it is outside its tolerance; it may move by a jump and that tolerance
+        rtol, atol = TOLERANCES[e.dtype]
+        slack = atol + rtol * e.double().abs()
+        differ = (moved_by > slack) & ~(e.isnan() & c.isnan())
+    else:
+        differ, slack = e != c, 0.0
     explained = entry.taint.cpu()
     if entry.poison is not None:
         explained = explained & ~entry.poison.cpu()
     if e.dtype != torch.bool:
         steps = entry.step.cpu() if entry.step is not None else torch.full(e.shape, float("inf"), dtype=torch.float64)
-        explained = explained & ((c.double() - e.double()).abs() <= steps)
+        explained = explained & (moved_by <= steps + slack + (rtol * steps if floating else 0.0))
+        if floating:  # a float that moved by an unknown amount is never explained: it could be anything
+            explained = explained & torch.isfinite(steps)
     if not bool(differ.any()) or bool((differ & ~explained).any()):
         return None
     flat = int(differ.reshape(-1).int().argmax())
     at = [int(i) for i in torch.unravel_index(torch.tensor(flat), e.shape)] if e.dim() else []
     moved = ""
     if e.dtype != torch.bool and entry.step is not None and bool(torch.isfinite(entry.step.reshape(-1)[flat])):
-        moved = f" (moved {abs(int(c.reshape(-1)[flat]) - int(e.reshape(-1)[flat]))} <= step " \
-                f"{float(entry.step.reshape(-1)[flat]):g})"
+        moved = f" (moved {float(moved_by.reshape(-1)[flat]):g} <= step {float(entry.step.reshape(-1)[flat]):g})"
+    what = "jump" if floating else "discrete flip"
     if entry.margin is not None and entry.margin.shape == e.shape and bool(entry.margin.reshape(-1)[flat] <= entry.tol.reshape(-1)[flat]):
         m, t = float(entry.margin.reshape(-1)[flat]), float(entry.tol.reshape(-1)[flat])
-        return f"discrete flip explained by rounding: {entry.label} at element {at}, margin {m:.3g} <= tol {t:.3g}{moved}"
-    return f"discrete flip explained by rounding: element {at} hangs on {entry.why or 'a decision near its threshold'}{moved}"
+        return f"{what} explained by rounding: {entry.label} at element {at}, margin {m:.3g} <= tol {t:.3g}{moved}"
+    return f"{what} explained by rounding: element {at} hangs on {entry.why or 'a decision near its threshold'}{moved}"
