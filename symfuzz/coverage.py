@@ -11,6 +11,7 @@ show under "features".
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Iterable
 
@@ -19,6 +20,37 @@ SEP = ":"
 # stats.json keeps the over-time curve to this many points (the newest replaces the oldest half's
 # every other point), so a long campaign's file stays small.
 MAX_POINTS = 400
+
+
+# The compiler's rare paths that the generator's idioms aim at (fuzz/motifs.py, fuzz/scalars.py,
+# fuzz/modules.py), each a pattern over a case's "family:feature" keys: a case is in a class when
+# one of its features matches. stats.json counts the cases of each class (``features.classes``),
+# so that a run, or benchmarks/idioms.py's two runs side by side, says how often each was reached.
+RARE_CLASSES = {
+    # Inductor index arithmetic whose divisor or modulus is a size symbol (views and reshapes of
+    # non-contiguous tensors produce it)
+    "symbolic-divisor-index": r"index:.*\[(symbolic|index)-(divisor|modulus)\]",
+    # a Python number compiled as a symbol: it changed between calls (or was marked dynamic)
+    "symbolic-python-number": r"specialize:dynamic-python-int$",
+    # a Python number the graph specialized on (a guard on its value)
+    "specialized-python-number": r"specialize:python-number:",
+    # sizes that only the values know (nonzero, .item(), a slice by a data-dependent length)
+    "unbacked-symbol": r"unbacked:created:",
+    "data-dependent-guard": r"unbacked:guard-on-unbacked$",
+    "backward-compiled": r"aot:graph:backward$",
+    "sizes-saved-for-backward": r"aot:symints-saved:(?!0$)",
+    "input-mutation": r"aot:input:mutates-(data|metadata|storage_metadata)$",
+    "graph-break": r"dynamo:break:",
+    "recompile": r"recompile:",
+    "automatic-dynamic": r"specialize:automatic-dynamic:static->dynamic$",
+}
+_CLASS_PATTERNS = {name: re.compile(pattern) for name, pattern in RARE_CLASSES.items()}
+
+
+def classes_of(keys: Iterable[str]) -> list[str]:
+    """The rare classes (``RARE_CLASSES``) that a case with these feature keys is in, in table order."""
+    keys = list(keys)
+    return [name for name, pattern in _CLASS_PATTERNS.items() if any(pattern.match(k) for k in keys)]
 
 
 def feature_keys(reached: dict) -> list[str]:
@@ -51,12 +83,16 @@ class Coverage:
         self.cases = Counter()  # "family:feature" -> cases that reached it
         self.points: list[list[float]] = []  # [seconds since the start, distinct features] when it grew
         self.cases_with_new = 0  # cases that reached a feature no earlier case had
+        self.classes = Counter()  # rare class (RARE_CLASSES) -> cases in it
+        self.counted = 0  # cases counted
 
     def add(self, reached: dict, elapsed: float) -> list[str]:
         """Count one case's features; return those no earlier case reached."""
         keys = feature_keys(reached)
         new = [k for k in keys if k not in self.cases]
         self.cases.update(keys)
+        self.classes.update(classes_of(keys))
+        self.counted += 1
         if new:
             self.cases_with_new += 1
             self.points.append([round(elapsed, 2), len(self.cases)])
@@ -76,6 +112,7 @@ class Coverage:
             family, _, feature = key.partition(SEP)
             reached.setdefault(family, {})[feature] = n
         return {"distinct": len(self.cases), "by_family": self.by_family(), "cases_with_new": self.cases_with_new,
+                "cases": self.counted, "classes": {name: self.classes[name] for name in RARE_CLASSES},
                 "over_time": [list(p) for p in self.points], "reached": reached}
 
     def restore(self, section: dict) -> None:
@@ -85,6 +122,8 @@ class Coverage:
                 self.cases[f"{family}{SEP}{feature}"] += int(n)
         self.points = [list(p) for p in section.get("over_time") or []]
         self.cases_with_new = int(section.get("cases_with_new") or 0)
+        self.classes.update({name: int(n) for name, n in (section.get("classes") or {}).items()})
+        self.counted = int(section.get("cases") or 0)
 
 
 def merged(sections: Iterable[dict]) -> dict:
@@ -97,4 +136,6 @@ def merged(sections: Iterable[dict]) -> dict:
             other.restore(section)
             total.cases.update(other.cases)
             total.cases_with_new += other.cases_with_new
+            total.classes.update(other.classes)
+            total.counted += other.counted
     return {**total.to_json(), "over_time": []}

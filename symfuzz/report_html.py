@@ -209,9 +209,15 @@ def _features_figure(features: dict, timeline: list[dict]) -> str:
     over_time = _series(timeline, lambda line: line.get("features"))
     if not over_time and features.get("over_time"):
         over_time = {SINGLE_RUN: [(float(t), float(n)) for t, n in features["over_time"]]}
-    return _figure("features", f"Compiler features reached: {features.get('distinct', 0)} distinct, by family",
-                   (bar_chart("features", bars) if bars else '<p class="empty">no features recorded</p>')
-                   + (line_chart("features-over-time", over_time, "distinct features") if over_time else NO_TIMELINE))
+    figure = _figure("features", f"Compiler features reached: {features.get('distinct', 0)} distinct, by family",
+                     (bar_chart("features", bars) if bars else '<p class="empty">no features recorded</p>')
+                     + (line_chart("features-over-time", over_time, "distinct features") if over_time else NO_TIMELINE))
+    cases, classes = features.get("cases") or 0, features.get("classes") or {}
+    if not cases or not classes:  # a run from before the classes were counted
+        return figure
+    rows = [(name, n, f"{n} of {cases} cases") for name, n in classes.items()]
+    return figure + _figure("rare-paths", "Rare compiler paths: the cases that reached each",
+                            bar_chart("rare-paths", rows, scale=cases))
 
 
 # ---------------------------------------------------------------- the page

@@ -11,7 +11,7 @@ import pytest
 
 from symfuzz.case_source import MAX_PARENT_WEIGHT, MUTANT_SHARE, MUTANT_SHARE_BOUNDS, CaseSource, GuideYield, Parent
 from symfuzz.corpus.case_corpus import CaseCorpus
-from symfuzz.coverage import Coverage, feature_keys, merged
+from symfuzz.coverage import RARE_CLASSES, Coverage, classes_of, feature_keys, merged
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
 from symfuzz.fuzz.ir import Input, OpNode, Program
 from symfuzz.messages import CaseResult
@@ -40,6 +40,23 @@ def test_a_case_reaches_new_features_once_and_the_counts_add_up():
     assert again.to_json() == data
     both = merged([data, data])
     assert both["distinct"] == 4 and both["reached"]["guard"]["s <= c"] == 6
+    assert data["cases"] == 3 and data["classes"]["symbolic-divisor-index"] == 1
+    assert both["cases"] == 6 and both["classes"]["symbolic-divisor-index"] == 2
+    assert list(data["classes"]) == list(RARE_CLASSES)  # every class, reached or not, in the table's order
+
+
+@pytest.mark.parametrize("keys, expected", [
+    (["index:FloorDiv[symbolic-divisor]", "index:ModularIndexing[const-divisor]"], ["symbolic-divisor-index"]),
+    (["index:ModularIndexing[symbolic-modulus]"], ["symbolic-divisor-index"]),
+    (["index:FloorDiv[const-divisor]", "index:Max[symbolic-bound]"], []),
+    (["aot:symints-saved:0", "aot:graph:backward"], ["backward-compiled"]),
+    (["aot:symints-saved:2-3"], ["sizes-saved-for-backward"]),
+    (["specialize:dynamic-python-int", "specialize:automatic-dynamic:dynamic->static"], ["symbolic-python-number"]),
+    (["specialize:python-number:EQUALS_MATCH:AttrSource", "unbacked:created:nonzero", "unbacked:range[0,oo]"],
+     ["specialized-python-number", "unbacked-symbol"]),
+])
+def test_rare_classes_read_a_cases_features(keys, expected):
+    assert classes_of(keys) == expected
 
 
 def test_feature_keys_are_sorted_and_deduplicated():

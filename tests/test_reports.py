@@ -204,7 +204,7 @@ def parse_page(path: Path) -> PageParser:
 
 
 TIMELINE_PLOTS = {"findings", "checked", "programs", "guards-over-time", "features-over-time"}
-STATS_PLOTS = {"ops", "guards", "time", "features"}
+STATS_PLOTS = {"ops", "guards", "time", "features", "rare-paths"}
 
 
 def test_html_is_self_contained_and_has_every_plot(real_out, tmp_path):
@@ -219,6 +219,9 @@ def test_html_is_self_contained_and_has_every_plot(real_out, tmp_path):
         assert set(page.plots) - {"features-over-time"} == STATS_PLOTS and "no timeline recorded" in text
     features = json.loads((real_out / "stats.json").read_text())["features"]
     assert features["distinct"] > 0 and f"Compiler features reached: {features['distinct']} distinct" in text
+    assert features["cases"] > 0 and sum(features["classes"].values()) > 0
+    for name, n in features["classes"].items():  # each rare path's count of cases is drawn, with the total
+        assert f"{name}: {n} of {features['cases']} cases" in text
     for sig in signatures(real_out):
         assert sig in text
     assert "tanh" in text  # the op coverage names the ops
