@@ -85,7 +85,10 @@ class GenConfig:
     # Share of programs drawn as nn.Module programs (parameters, buffers, train/eval;
     # fuzz/modules.py), and of those, the share whose calls are training steps.
     module_rate: float = 0.1
-    train_step_rate: float = 0.3
+    train_step_rate: float = 0.5
+    # Each real-model motif's weight (fuzz/motifs.py MOTIFS) where it differs from the table's:
+    # name -> weight, 0 leaves a motif out (benchmarks/idioms.py compares weightings).
+    motif_weights: Optional[dict] = None
 
 
 class Builder(Worlds, OpStatements, SizeStatements):

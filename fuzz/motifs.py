@@ -3,7 +3,12 @@
 Random ops rarely line up into what compiled models actually do with shapes:
 split a hidden dim into attention heads and merge it back, flatten after a
 transpose, cut an image into patches, rotate half of a vector (RoPE), append
-to a KV cache and keep a window of it, mask padding from sequence lengths.
+to a KV cache and keep a window of it, mask padding from sequence lengths,
+reshape a stepped or sliced view, cut a position table or a preallocated
+cache to the current length at a start position that changes between calls.
+The last two are there for the rare paths they reach (index arithmetic by
+symbolic sizes; a Python int feeding shapes): ``benchmarks/idioms.py`` counts
+how often a campaign reaches those paths with and without them.
 Each motif here appends a few statements through the ``Builder``
 (``fuzz/generate.py``), so each statement is executed in every world and the
 motif is kept only when all of them are valid everywhere; the random ops
@@ -361,6 +366,86 @@ def pad_mask(b) -> None:
     expr(b, b.draw(st.sampled_from(uses)))
 
 
+def strided_reshape(b) -> None:
+    """A reshape of a non-contiguous view: a stepped slice (``x[:, ::2]``), a slice to a size
+    read at run time (``x[..., :n - 1]``), a transpose or an expand, then ``reshape``/``flatten``
+    merging its dims (sometimes split again by a size of it), and an elementwise use. The copy
+    Inductor makes of it indexes the view with divisions and moduli by its symbolic sizes
+    (``FloorDiv(i, s)``, ``ModularIndexing(i, s, c)``), a path other statements rarely reach."""
+    x = pick(b, lambda t: 2 <= t.rank <= 4)
+    if x is None:
+        x = new_input(b, tuple(symbol(b) for _ in range(b.draw(st.integers(2, 3)))))
+    r = x.rank
+    kind = b.draw(st.sampled_from(["step", "slice", "transpose", "expand"]))
+    if kind == "step":
+        d = b.draw(st.integers(0, r - 1))
+        index = [":"] * d + [b.draw(st.sampled_from(["::2", "1::2", "::3"]))]
+        view = expr(b, f"{x.name}[{', '.join(index)}]")
+    elif kind == "slice":  # a length known at run time, of the last dim (so the view is not contiguous)
+        n = size_of(b, x, r - 1)
+        bound = b.draw(st.sampled_from(["{n} - 1", "{n} // 2", "max({n} - 2, 1)"])).format(n=n)
+        view = expr(b, f"{x.name}[..., :{bound}]")
+    elif kind == "transpose":
+        a = b.draw(st.integers(0, r - 2))
+        view = expr(b, f"{x.name}.transpose({a}, {b.draw(st.integers(a + 1, r - 1))})")
+    else:  # a new dim of a size read from the value, expanded (stride 0)
+        k = size_of(b, x, b.draw(st.integers(0, r - 1)))
+        view = expr(b, f"{x.name}.unsqueeze(1).expand(-1, {k}, {', '.join(['-1'] * (r - 1))})")
+    start = b.draw(st.integers(0, view.rank - 2))
+    end = b.draw(st.integers(start + 1, view.rank - 1))
+    merge = b.draw(st.sampled_from(["{v}.flatten({a}, {e})", "{v}.reshape({s})", "{v}.reshape(-1)"]))
+    target = ""
+    if "{s}" in merge:
+        refs = [size_of(b, view, d) if not start <= d <= end else "-1" for d in range(view.rank)]
+        target = ", ".join(refs[:start + 1] + refs[end + 1:])
+    flat = expr(b, merge.format(v=view.name, a=start, e=end, s=target))
+    if b.draw(st.booleans()):  # split again by a size of the view: (n * m) -> (n, m)
+        at = 0 if merge.endswith("(-1)") else start
+        flat = expr(b, f"{flat.name}.unflatten({at}, (-1, {size_of(b, view, end)}))")
+    use = b.draw(st.sampled_from(["{f} * 2", "{f} + {f}.sum()", "{f}.sin()" if floats(flat) else "{f} * 2",
+                                  "torch.cat([{f}, {f}], dim=0)"]))
+    expr(b, use.format(f=flat.name))
+
+
+# A buffer's length where a model fixes one (max_seq_len), and the window a call takes of it.
+BUFFER_LENGTHS = [64, 32, 16]
+
+
+def buffer_slice(b) -> None:
+    """A window of a longer buffer, as models take one: a position table cut to the sequence
+    length (``pe[:L]``), a preallocated cache read and written at a start position that changes
+    between calls (``cache[:, start:start + L] = x``, then ``cache[:, :start + L]``: a Python
+    int that feeds shapes), added to a value of that length."""
+    x = pick(b, lambda t: floats(t) and t.rank in (2, 3))
+    if x is None:
+        x = new_input(b, (symbol(b), symbol(b)) + ((b.draw(st.sampled_from([4, 8])),) if b.draw(st.booleans()) else ()))
+    dims = b.dims_for(list(x.shapes))
+    if dims is None:
+        raise Reject("no input dims reproduce the value's shape")
+    d = x.rank - 2  # (L, D) or (B, L, D): the length dim
+    lengths = x.sizes(d)
+    limit = b.draw(st.sampled_from([m for m in BUFFER_LENGTHS if m >= max(lengths)] or [max(lengths)]))
+    L = size_of(b, x, d)
+    table = new_input(b, tuple(dims[:d]) + (limit, dims[-1]), x.dtype)
+    lead = ":, " * d
+    if b.draw(st.booleans()):
+        expr(b, b.draw(st.sampled_from(["{x} + {t}[{lead}:{L}]", "{x} + {t}.narrow({d}, 0, {L})",
+                                        "{x} * {t}[{lead}:{L}].sigmoid()"]))
+             .format(x=x.name, t=table.name, lead=lead, L=L, d=d))
+        return
+    # a start position per call, so that start + L stays within the buffer
+    starts = tuple(b.draw(st.integers(0, limit - n)) for n in lengths)
+    if len(set(starts)) == 1 and len(starts) > 1:
+        starts = starts[:-1] + (max(0, starts[-1] - 1) if starts[-1] else min(1, limit - lengths[-1]),)
+    start = b.add_scalar_input("int", starts, "k")
+    window = f"{table.name}[{lead}{start}:{start} + {L}]"
+    if b.draw(st.booleans()):  # written, as a decode step writes its keys into the cache
+        expr(b, f"{window}.copy_({x.name})")
+        expr(b, f"{table.name}[{lead}:{start} + {L}]" + b.draw(st.sampled_from(["", ".sum({d})", " * 2"])).format(d=d))
+    else:
+        expr(b, f"{x.name} + {window}")
+
+
 # (name, builder, weight). The first is what shrinking moves toward.
 MOTIFS: list[tuple[str, Callable, int]] = [
     ("flatten", flatten, 3),
@@ -369,6 +454,8 @@ MOTIFS: list[tuple[str, Callable, int]] = [
     ("kv_cache", kv_cache, 2),
     ("rope", rope, 2),
     ("patches", patches, 2),
+    ("strided_reshape", strided_reshape, 3),
+    ("buffer_slice", buffer_slice, 3),
 ]
 MOTIF_NAMES = [name for name, _, _ in MOTIFS]
 
@@ -380,7 +467,12 @@ def draw_motif(b, only: Optional[str] = None) -> bool:
     (its statements, inputs and any size symbol it added). On success its name
     is appended to ``b.motifs``.
     """
-    name, build = weighted(b.draw, [((n, f), w) for n, f, w in MOTIFS if only in (None, n)])
+    weights = (b.config.motif_weights or {}) if only is None else {}
+    table = [((n, f), weights.get(n, w)) for n, f, w in MOTIFS if only in (None, n)]
+    table = [(motif, w) for motif, w in table if w > 0]
+    if not table:
+        return False
+    name, build = weighted(b.draw, table)
     saved, symbols = b.save(), dict(b.symbols)
     try:
         build(b)

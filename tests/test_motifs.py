@@ -65,7 +65,7 @@ def test_each_motif_is_drawn_valid_in_every_world_and_recorded(name):
     runs_in_every_world(case)
     source = case.source
     expected = {"heads": "transpose(1, 2)", "flatten": "", "patches": "unfold(", "rope": "torch.cat((-",
-                "kv_cache": "torch.cat(", "pad_mask": "torch.arange("}[name]
+                "kv_cache": "torch.cat(", "pad_mask": "torch.arange(", "strided_reshape": "", "buffer_slice": "[:"}[name]
     if name == "patches":
         assert any(t in source for t in ("unfold(", "pixel_unshuffle(", ".permute(0, 2, 4, 1, 3, 5)")), source
     else:
