@@ -32,6 +32,7 @@ records them in ``case.origin``), so its findings replay from their JSON alone l
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
@@ -51,6 +52,11 @@ MUTANT_SHARE_BOUNDS = (0.1, 0.7)
 # What each kind of guided case counts as having reached before any finished: MUTANT_SHARE's split
 # of this many new features per this many seconds, so the first few cases do not swing the share.
 PRIOR_FEATURES, PRIOR_SECONDS = 10.0, 20.0
+# Each finished guided case first scales its kind's totals by this: the rates are recent ones.
+# Mutants only start once some case reached something new, when new ground is already scarcer
+# than at the start, where steered draws' first cases reaped the easy features; cumulative rates
+# would hold that early harvest against mutants for the whole run.
+YIELD_MEMORY = 0.9
 # A parent's rarity is capped at this many features only it reached (Parent.weight).
 MAX_PARENT_WEIGHT = 8
 # Families whose new features make a parent. Nearly every fresh case reaches a guard text or a
@@ -85,8 +91,9 @@ class Parent:
 
 @dataclass
 class GuideYield:
-    """New features per second that each kind of guided case reached (a multi-armed bandit's
-    rates: MOpt-AFL schedules its mutation operators so). Mutants pay off where fresh ground is
+    """New features per second that each kind of guided case reached lately (a multi-armed
+    bandit's rates, each case weighing ``YIELD_MEMORY`` times the one after it: MOpt-AFL
+    schedules its mutation operators so). Mutants pay off where fresh ground is
     scarce, steered draws where it is not: measured here, a 200 s campaign's mutants reached a
     third as many new features per second as steered draws."""
 
@@ -99,8 +106,8 @@ class GuideYield:
         return cls({k: PRIOR_FEATURES * s for k, s in share.items()}, {k: PRIOR_SECONDS * 0.5 for k in share})
 
     def count(self, kind: str, new: int, seconds: float) -> None:
-        self.features[kind] += new
-        self.seconds[kind] += max(seconds, 0.0)
+        self.features[kind] = self.features[kind] * YIELD_MEMORY + new
+        self.seconds[kind] = self.seconds[kind] * YIELD_MEMORY + max(seconds, 0.0)
 
     def mutant_share(self) -> float:
         rate = {k: self.features[k] / max(self.seconds[k], 1e-9) for k in self.features}
@@ -127,6 +134,9 @@ class CaseSource:
         self.assigned_mutants: dict[int, Parent] = {}  # generated cases assigned as mutants, not yet finished
         self.mutants = 0  # generated cases assigned as mutants
         self.steered = 0  # generated cases assigned as steered draws
+        # Ops finished steered draws answered with, placed or not: an op whose statement is never
+        # valid would otherwise keep a use count of 0 and draw every steered answer to itself.
+        self.steer_tries: Counter = Counter()
         self.yields = GuideYield.prior()  # what each kind of guided case reached per second
         self.replay_queue = self._corpus_cases()
         self.stats.replay["stored"] = len(self.replay_queue)
@@ -183,7 +193,8 @@ class CaseSource:
 
         A ``--guidance`` share of the cases are guided: of those, ``GuideYield.mutant_share``
         are mutants of a pool parent (while the pool has one), the rest draws steered toward the
-        ops the run's finished cases used least (``fuzz/steer.py``)."""
+        ops the run's finished cases used least (``fuzz/steer.py``; an op counts its uses and the
+        times a steered draw answered with it, so one that is never valid is not favoured forever)."""
         share = self.config.guidance
         if share <= 0:
             return None
@@ -195,7 +206,9 @@ class CaseSource:
             return None
         if not self.pool or rng.random() >= self.yields.mutant_share():
             self.steered += 1
-            return {"op_counts": dict(self.stats.ops)}
+            counts = Counter(self.stats.ops)
+            counts.update(self.steer_tries)
+            return {"op_counts": dict(counts)}
         reached = self.stats.coverage.cases
         parent = rng.choices(self.pool, weights=[p.weight(reached) for p in self.pool])[0]
         parent.mutated += 1
@@ -230,6 +243,8 @@ class CaseSource:
         kind = guide_kind(case)
         if isinstance(index, int) and kind != "fresh":
             self.yields.count(kind, len(new_features), result.total_seconds)
+        if isinstance(index, int) and kind == "steered":
+            self.steer_tries.update(case["origin"]["steered"].get("ops") or ())
         if not is_corpus_index(index) and _steering(new_features):  # it reached a steering feature first
             self._add_parent(str(index), case, _steering(set(feature_keys(result.reached)) | set(new_features)),
                              result.total_seconds)

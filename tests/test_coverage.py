@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from symfuzz.case_source import MAX_PARENT_WEIGHT, MUTANT_SHARE, MUTANT_SHARE_BOUNDS, CaseSource, GuideYield, Parent
+from symfuzz.case_source import (MAX_PARENT_WEIGHT, MUTANT_SHARE, MUTANT_SHARE_BOUNDS, YIELD_MEMORY, CaseSource,
+                                 GuideYield, Parent)
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.coverage import RARE_CLASSES, Coverage, classes_of, feature_keys, merged
 from symfuzz.fuzz.case import ArgSpec, Call, Case, Schedule
@@ -205,6 +206,16 @@ def test_guided_cases_lean_to_the_kind_that_reaches_new_features_faster_and_neit
         yields.count("mutant", 300, 30.0)
     assert yields.mutant_share() == MUTANT_SHARE_BOUNDS[1]
 
+    # The rates are recent ones: steered draws that reaped a feature a second early on, and reach
+    # little now, lose the lead to mutants that reach a little more now, however long ago the harvest.
+    lately = GuideYield.prior()
+    for _ in range(200):
+        lately.count("steered", 10, 10.0)
+    for _ in range(30):
+        lately.count("steered", 1, 10.0)
+        lately.count("mutant", 2, 10.0)
+    assert lately.mutant_share() > 0.55  # cumulative rates would give 0.18: 2030 features in 2300 s, against 60 in 300 s
+
     source = _source(tmp_path, 1.0)  # the source counts its finished guided cases, by kind
     steered = _case(4)
     steered["origin"]["steered"] = {"favoured": 200, "ops": ["tanh"]}
@@ -212,5 +223,11 @@ def test_guided_cases_lean_to_the_kind_that_reaches_new_features_faster_and_neit
     source.add_to_corpus(_case(5, parent="0"), 5, CaseResult(total_seconds=8.0), [])
     source.add_to_corpus(_case(6), 6, CaseResult(total_seconds=3.0), ["lowering:aten.mul"])  # a fresh draw: neither
     prior = GuideYield.prior()
-    assert source.yields.features == {"mutant": prior.features["mutant"], "steered": prior.features["steered"] + 2}
-    assert source.yields.seconds == {"mutant": prior.seconds["mutant"] + 8.0, "steered": prior.seconds["steered"] + 5.0}
+    m = YIELD_MEMORY
+    assert source.yields.features == pytest.approx({"mutant": prior.features["mutant"] * m,
+                                                    "steered": prior.features["steered"] * m + 2})
+    assert source.yields.seconds == pytest.approx({"mutant": prior.seconds["mutant"] * m + 8.0,
+                                                   "steered": prior.seconds["steered"] * m + 5.0})
+    # The op a steered draw answered with counts as tried, placed or not: one never valid is not favoured forever.
+    guide = next(g for g in map(source.guide_for, range(7, 200)) if g and "op_counts" in g)
+    assert guide["op_counts"]["tanh"] == source.stats.ops.get("tanh", 0) + 1
