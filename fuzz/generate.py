@@ -61,6 +61,11 @@ SIZE_WEIGHTS = [(2, 10), (3, 10), (4, 9), (1, 6), (5, 8), (8, 7), (7, 6), (6, 5)
 RANK_WEIGHTS = [(2, 5), (1, 3), (3, 4), (0, 1), (4, 2), (5, 1)]
 
 ATTEMPTS_PER_STATEMENT = 12
+# build_case draws each statement's kind as integers(0, STATEMENT_KINDS - 1); see its branches.
+STATEMENT_KINDS = 36
+# Kinds that draw size-level Python or a real-model motif rather than a plain op (build_case):
+# where guard forms, specializations and index arithmetic come from.
+SIZE_LEVEL_KINDS = (0, 1, 22, 23, 24, 25, 26, 27, 28, 30, 31, 32, 33, 34, 35)
 
 
 @dataclass(frozen=True)
@@ -168,7 +173,7 @@ def build_case(draw: Draw, config: GenConfig = GenConfig()) -> tuple[Case, Build
             break
         # The newer size-level statements sit above the ops, so that shrinking
         # (toward 0) turns those a failure does not need into plain ops.
-        kind = draw(st.integers(0, 35))
+        kind = draw(st.integers(0, STATEMENT_KINDS - 1))
         if b.module is not None and 2 <= kind < 6:  # a module program: some plain ops become module statements
             ok = draw_module_statement(b)
         elif kind == 0:

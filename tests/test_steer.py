@@ -10,6 +10,7 @@ from symfuzz import worker
 from symfuzz.fuzz import steer
 from symfuzz.fuzz.drawing import case_from_choices, generate
 from symfuzz.fuzz.generate import GenConfig, spec_weights
+from symfuzz.fuzz.ir import EffectNode, OpNode
 from symfuzz.messages import Assign, Started, decode_request, encode_request
 
 UNIT_TIER = True
@@ -56,6 +57,20 @@ def test_a_steered_draw_reaches_the_ops_a_run_has_not_used_and_replays_from_its_
         fresh_uses.update(op for op in generate(3, i, CONFIG).program.ops() if op in rare)
     assert sum(steered_uses.values()) >= 2 * sum(fresh_uses.values()) > 0, (steered_uses, fresh_uses)
     assert len(steered_uses) > len(fresh_uses)
+
+
+def test_a_steered_draw_leans_to_size_level_statements_and_motifs():
+    """Guard forms, most of what a run reaches, come from size-level Python and motifs: a steered
+    draw answers some statement kinds with theirs, so its programs hold more of those statements
+    than the fresh draws of the same indices (each still replaying from its choices)."""
+    def size_level(case):
+        return sum(not isinstance(node, (OpNode, EffectNode)) for node in case.program.body)
+
+    steered = [steer.generate_steered(7, i, CONFIG, {}) for i in range(30)]  # a case alone varies too much
+    assert sum(c.origin["steered"]["size_level_kinds"] > 0 for c in steered) >= 20
+    assert all(case_from_choices(c.origin["choices"], CONFIG).program == c.program for c in steered[:5])
+    fresh = sum(size_level(generate(7, i, CONFIG)) for i in range(30))
+    assert sum(map(size_level, steered)) >= 1.3 * fresh > 0  # 406 against 273 here
 
 
 def test_the_assign_request_carries_op_counts_and_the_worker_draws_a_steered_case(monkeypatch):
