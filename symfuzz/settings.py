@@ -34,8 +34,10 @@ REUSE_CALLS = 3
 # The share of generated cases that are guided (symfuzz.case_source): mutants of cases that reached
 # a new compiler feature, or draws steered toward the ops the run used least (fuzz/steer.py); the
 # rest are fresh draws, which keep finding new ground of their own. Off by default until it
-# reaches more than fresh draws do in a CI-sized budget: with steered draws and a fixed 30% of
-# mutants (before case_source.GuideYield), 0.98x the distinct features of fresh draws in 200 s
+# reaches more than fresh draws do in a CI-sized budget: in 300 s on 2 cores, with steered draws
+# leaning to size-level Python and motifs too and the mutant share following recent yields, 1.02x
+# the distinct features of fresh draws at 1.18x the checked calls per CPU-minute. Before, with
+# steered draws and a fixed 30% of mutants, 0.98x the distinct features of fresh draws in 200 s
 # (steered draws reached new features as fast as fresh ones, mutants a third as fast) at 1.55x
 # the checked calls per CPU-minute. Earlier, measured with
 # benchmarks/features.py (5 minutes, 2 workers): 0.74x and 1.07x the distinct features of fresh
