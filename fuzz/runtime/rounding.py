@@ -1,6 +1,7 @@
 """Rounding: whether a discrete result (a bool, an index, a count), or a float that jumps (a
 remainder, a floor), flipped only because float rounding moved a value across a threshold,
-with the shadow interpreter that follows each value's decisions; and ``reference_call``, the fp64 reference that carries the explainer.
+with the shadow interpreter that follows each value's decisions; and ``reference_call``, the
+fp64 reference that carries the explainer.
 
 Part of the runtime every standalone script carries (fuzz/script_runtime.py): it imports
 only the standard library, torch and the runtime's other parts, which corpus.scripts pastes too.
@@ -432,7 +433,8 @@ class RoundingShadow(torch.overrides.TorchFunctionMode):
         return result
 
     def _pointwise_step(self, name, args, kwargs, out):
-        """How far each element of an integer elementwise result may move (None: unbounded or a bool)."""
+        """How far each element of an integer or float elementwise result may move (None:
+        unbounded, or a bool)."""
         if out.dtype == torch.bool or out.dtype.is_complex:
             return None
 
@@ -713,9 +715,10 @@ def rounding_explains(e, c, r):
     known step: a float ``floor``/``round`` (1), a ``remainder`` (its
     divisor) at an operand within rounding of a multiple of the divisor,
     carried through ops that scale or shift the step by a known amount;
-    every element outside tolerance must lie within that step of eager. ``r`` is the reference leaf, from
-    ``reference_call``; without its shadowed run, nothing is explained. It
-    never raises: whatever goes wrong, nothing is explained.
+    every element outside tolerance must lie within that step of eager.
+    ``r`` is the reference leaf, from ``reference_call``; without its
+    shadowed run, nothing is explained. It never raises: whatever goes
+    wrong, nothing is explained.
     """
     try:
         return _rounding_reason(e, c, r)
