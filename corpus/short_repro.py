@@ -37,6 +37,7 @@ from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
 from symfuzz.fuzz.ir import EffectNode
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
+from symfuzz.oracles.lanes.execute import judge_context
 from symfuzz.oracles.lanes.lane import CACHE_SETTINGS
 
 PLAIN_RUNTIME = "symfuzz.fuzz.plain_runtime"
@@ -50,6 +51,11 @@ OTHER_FAILURE = "it failed otherwise:"  # short_mismatch's words for a run that 
 # Where a minified script's plain checks and symfuzz's judge could differ (rounding), said where they are made.
 JUDGE_NOTE = "  # judge.py beside this file decides rounding cases"
 PROGRAM_MARKER = "# ---------------------------------------------------------------- the program"
+# The errors by which torch refuses a call's own marks or flags (``fuzz/runtime/comparing.rejection``):
+# raised by Dynamo itself, not wrapped in a backend's failure. The judge goes on past them.
+REFUSAL_IMPORTS = ["from torch._dynamo.exc import UserError",
+                   "from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, GuardOnDataDependentSymNode"]
+REFUSALS = "(ConstraintViolationError, UserError, GuardOnDataDependentSymNode)"
 
 
 def short_repro_for(finding) -> Optional[str]:
@@ -109,11 +115,14 @@ def render_short(finding, minified: bool = False, caveat: str = "") -> Optional[
     out += [line for line in PROGRAM_GLOBALS.strip().splitlines()
             if line == "import torch" or f"{line.split()[-1]}." in source]
     out += compile_config_lines({**lane, "config": config}, case.schedule)
+    step = case.schedule.step if grads else None  # a training step (one without gradients changes nothing)
+    refusals = _refusals_pass(verdict, case, step)
+    if refusals:
+        out += REFUSAL_IMPORTS
     if minified and caches_off:
         out.append("torch.compiler.config.force_disable_caches = True  # compile afresh: no cached kernel stands in")
     out += ["", *([] if minified else [PROGRAM_MARKER]), source, "", ""]
     kinds = {_maker(a) for c in calls for a in c.args if not a.scalar} | param_makers
-    step = case.schedule.step if grads else None  # a training step (one without gradients changes nothing)
     helpers = Helpers().pieces(PLAIN_RUNTIME, sorted(kinds) + ["check"] + (["gradients"] if grads else [])
                                + (["make_optimizer", "train_step"] if step else []))
     out += [helpers.text("\n".join(out)).strip("\n"), "", "",
@@ -153,7 +162,13 @@ def render_short(finding, minified: bool = False, caveat: str = "") -> Optional[
         out += _gradient_lines("expected_grads = gradients(expected, ", "eager_args", "eager" if module else "")
     if step:
         out.append("    train_step(eager_optimizer, eager, expected_grads)")
-    out.append("    actual = compiled(*args)")
+    if refusals:
+        out += ["    try:", "        actual = compiled(*args)",
+                f"    except {REFUSALS} as refused:",
+                '        print(f"call {i}: torch refused its marks or flags ({type(refused).__name__}); judge.py goes on too")',
+                "        continue"]
+    else:
+        out.append("    actual = compiled(*args)")
     if grads:
         out += _gradient_lines("actual_grads = gradients(actual, ", "args", "model" if module else "")
     if step:
@@ -169,6 +184,18 @@ def render_short(finding, minified: bool = False, caveat: str = "") -> Optional[
     out += ['print("compiled matches eager at every call")', ""]
     # Pasted into a bug report whole: one blank line between its parts.
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out))
+
+
+def _refusals_pass(verdict, case, step) -> bool:
+    """Does the short script go on past a call torch refuses (``REFUSALS``), as the judge does?
+
+    Where the schedule constrains dynamism (marks, Dynamo flags: ``judge_context``), a dim
+    marked dynamic that the program must specialize is torch refusing the schedule, and the
+    judge calls the next call; the script must too, or it stops at a refusal, short of the
+    bug. Not for an over-specialization finding, which is such an error, nor for a training
+    step, whose eager side has stepped already."""
+    return (judge_context(case)["constrained"] and verdict.symptom != "over-specialization"
+            and step is None and verdict.call_index not in (None, 0))
 
 
 def _per_call_lines(per_call: list) -> list[str]:

@@ -6,6 +6,8 @@ Its runs in fresh processes against planted bugs are in the quality tests (test_
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -257,3 +259,25 @@ def test_a_minified_one_statement_repro_is_shorter_still_and_parses():
     assert "\n\n\n" not in text and text.splitlines()[1].startswith("Minified by symfuzz from finding value-mismatch-")
     assert text.replace("\n\n", "\n") != render_short(_finding()).replace("\n\n", "\n")  # not the finding's script
     ast.parse(text)
+
+
+@pytest.mark.integration  # runs the script: one compile on the eager backend, a few seconds
+def test_a_call_whose_marks_torch_refuses_is_passed_over_as_the_judge_does(tmp_path):
+    """Call 0 marks a dim dynamic that the program must specialize (it is added to a (5, 4) tensor):
+    torch refuses the marks with ConstraintViolationError, which the judge counts as torch refusing
+    the schedule. The short script goes on to the next call, as judge.py does, rather than stop there."""
+    program = Program(inputs=(Input("x0", "float32", ("s0", 4)), Input("x1", "float32", (5, 4))),
+                      body=(OpNode("v1", "add", ("x0", "x1"), {"alpha": 1}),), outputs=("v1",))
+    marked = {"0": {"mark": "dynamic"}}
+    calls = (Call((ArgSpec((5, 4), "float32", 1, marks=marked), ArgSpec((5, 4), "float32", 2))),
+             Call((ArgSpec((5, 4), "float32", 3), ArgSpec((5, 4), "float32", 4))))
+    text = render_short(_finding(lane="eager", case=Case(program, Schedule(None, calls))))
+    assert "except (ConstraintViolationError, UserError, GuardOnDataDependentSymNode) as refused:" in text
+    script = tmp_path / "repro.py"
+    script.write_text(text)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "call 0: torch refused its marks or flags (ConstraintViolationError)" in run.stdout
+    # Not where the failing call is the first (no call before it to pass over), nor where nothing is marked.
+    assert "as refused" not in render_short(_finding(lane="eager", call_index=0, case=Case(program, Schedule(None, calls))))
+    assert "as refused" not in render_short(_finding())
