@@ -17,7 +17,8 @@ Each campaign runs with the default settings (two workers, fresh draws: ``--guid
 5 CPU-minutes (``--budget 150s``), with a case limit that makes it the same campaign on a
 slower machine; the finding is confirmed in a fresh process, and its repro fails with the plant
 and passes without it. At seed 0 on this machine (2 cores, quiet) the divisor plant showed at
-case 6 of 31 and the number guard at case 19 of 32, both inside the budget.
+case 6 of 31; the number guard showed at seed 4, case 14 of 29 (at seed 0 it came at case 19,
+about 135 s into the 150 s budget since the generator drew two more motifs: too near the end).
 """
 
 import json
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.quality
 # (seed, case limit) of each campaign: the limit is a few cases past the one that showed the
 # plant (see the module's docstring), so that the campaign ends once it is confirmed.
 DIVISOR_SEED, DIVISOR_CASES = 0, 10
-NUMBER_SEED, NUMBER_CASES = 0, 22
+NUMBER_SEED, NUMBER_CASES = 4, 17
 BUDGET = "150s"  # two workers: 5 CPU-minutes
 
 
