@@ -37,7 +37,6 @@ from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
 from symfuzz.fuzz.ir import EffectNode
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
-from symfuzz.oracles.lanes.execute import judge_context
 from symfuzz.oracles.lanes.lane import CACHE_SETTINGS
 
 PLAIN_RUNTIME = "symfuzz.fuzz.plain_runtime"
@@ -194,6 +193,10 @@ def _refusals_pass(verdict, case, step) -> bool:
     judge calls the next call; the script must too, or it stops at a refusal, short of the
     bug. Not for an over-specialization finding, which is such an error, nor for a training
     step, whose eager side has stepped already."""
+    # deferred: the execution layer imports torch and Triton, which the CLI must not import before
+    # it has read its flags (and set TRITON_INTERPRET)
+    from symfuzz.oracles.lanes.execute import judge_context
+
     return (judge_context(case)["constrained"] and verdict.symptom != "over-specialization"
             and step is None and verdict.call_index not in (None, 0))
 
