@@ -188,17 +188,26 @@ def render_short(finding, minified: bool = False, caveat: str = "") -> Optional[
 def _refusals_pass(verdict, case, step) -> bool:
     """Does the short script go on past a call torch refuses (``REFUSALS``), as the judge does?
 
-    Where the schedule constrains dynamism (marks, Dynamo flags: ``judge_context``), a dim
-    marked dynamic that the program must specialize is torch refusing the schedule, and the
-    judge calls the next call; the script must too, or it stops at a refusal, short of the
-    bug. Not for an over-specialization finding, which is such an error, nor for a training
-    step, whose eager side has stepped already."""
-    # deferred: the execution layer imports torch and Triton, which the CLI must not import before
-    # it has read its flags (and set TRITON_INTERPRET)
-    from symfuzz.oracles.lanes.execute import judge_context
+    Only where a call before the failing one can be refused, so that a reader of any other
+    finding is spared the lines: torch refuses a dim marked dynamic that the program must
+    specialize (``ConstraintViolationError``), and a guard Dynamo itself must make on an
+    unbacked size (``GuardOnDataDependentSymNode``, ``UserError``). So some call before the
+    failing one is marked, or the program has unbacked sizes: it reads values into sizes
+    (``.item()``, ``nonzero``), or recompiles make dims unbacked. The judge then calls the next
+    call; the script must too, or it stops at a refusal, short of the bug. Not for an
+    over-specialization finding, which is such an error, nor for a training step, whose eager
+    side has stepped already."""
+    if verdict.symptom == "over-specialization" or step is not None or verdict.call_index in (None, 0):
+        return False
+    # deferred: the specs import torch, which the CLI must not import before it has read its flags
+    from symfuzz.fuzz.size_forms import required_config
+    from symfuzz.fuzz.specs import required_dynamo_config
 
-    return (judge_context(case)["constrained"] and verdict.symptom != "over-specialization"
-            and step is None and verdict.call_index not in (None, 0))
+    marked = any(arg.marks for call in case.schedule.calls[: verdict.call_index] for arg in call.args)
+    dynamo = (case.schedule.config or {}).get("dynamo") or {}
+    unbacked = (dynamo.get("automatic_dynamic_shapes_mark_as") == "unbacked"
+                or bool(required_dynamo_config(case.program)) or bool(required_config(case.program)))
+    return marked or unbacked
 
 
 def _per_call_lines(per_call: list) -> list[str]:

@@ -261,6 +261,18 @@ def test_a_minified_one_statement_repro_is_shorter_still_and_parses():
     ast.parse(text)
 
 
+def test_the_refusal_pass_appears_only_where_a_call_before_the_failing_one_can_be_refused():
+    """A flag drawn at random (capture_scalar_outputs with nothing to capture) refuses nothing: the
+    reader of a plain bug is spared the try/except and its imports. Unbacked sizes can be refused."""
+    program = _case().program
+    calls = _case().schedule.calls
+    flagged = Case(program, Schedule(None, calls, config={"dynamo": {"capture_scalar_outputs": True}}))
+    text = render_short(_finding(case=flagged))
+    assert "as refused" not in text and "ConstraintViolationError" not in text, text
+    unbacked = Case(program, Schedule(None, calls, config={"dynamo": {"automatic_dynamic_shapes_mark_as": "unbacked"}}))
+    assert "as refused" in render_short(_finding(case=unbacked))
+
+
 @pytest.mark.integration  # runs the script: one compile on the eager backend, a few seconds
 def test_a_call_whose_marks_torch_refuses_is_passed_over_as_the_judge_does(tmp_path):
     """Call 0 marks a dim dynamic that the program must specialize (it is added to a (5, 4) tensor):
