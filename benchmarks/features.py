@@ -5,7 +5,8 @@ For a fixed seed, lane, budget and number of workers, runs one campaign with eve
 generated case a fresh draw (``--guidance 0``) and one with the default share of
 mutants of cases that reached a new compiler feature (``--guidance``,
 ``symfuzz.case_source``), one after the other in this process, and prints for each:
-distinct features reached (total and per family: ``symfuzz.coverage``), programs,
+distinct features reached (total and per family: ``symfuzz.coverage``; how many only one
+case reached; those of the families that steer guidance, ``case_source.STEERING_FAMILIES``), programs,
 checked calls, checked calls per CPU-minute and per compile, the shares of worker time
 the oracles and symfuzz's own overhead took, the guided run's mutants and how many of
 them reached something new, and confirmed findings (fresh-process confirmation is on
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from symfuzz.campaign import CampaignError  # noqa: E402
+from symfuzz.case_source import STEERING_FAMILIES  # noqa: E402
 from symfuzz.fuzz_run import run_fuzz  # noqa: E402
 from symfuzz.oracles.lanes.lane import get_lane  # noqa: E402
 from symfuzz.settings import GUIDANCE, CampaignConfig  # noqa: E402
@@ -48,8 +50,13 @@ def measure(guidance: float, args) -> dict:
 
 def rows(stats: dict) -> dict:
     features, guided = stats.get("features") or {}, stats.get("guidance") or {}
+    reached = features.get("reached") or {}
     out = {"distinct features": features.get("distinct", 0)}
     out.update({f"  {family}": n for family, n in sorted((features.get("by_family") or {}).items())})
+    # Guard texts are nearly one per case (most are reached by that case alone): the families that
+    # steer guidance (case_source.STEERING_FAMILIES) say more about rare ground than the total does.
+    out["  reached by one case only"] = sum(1 for f in reached.values() for n in f.values() if n == 1)
+    out["distinct features, steering families"] = sum(len(reached.get(f) or {}) for f in STEERING_FAMILIES)
     out.update({
         "programs": stats["programs"]["generated"],
         "checked calls": stats["calls"]["checked"],
@@ -90,7 +97,10 @@ def main() -> int:
     ratio = on["distinct features"] / off["distinct features"] if off["distinct features"] else float("nan")
     rate = (on["checked calls/CPU-min"] / off["checked calls/CPU-min"] if off["checked calls/CPU-min"]
             else float("nan"))
-    print(f"distinct features, on / off: {ratio:.2f}x; checked calls per CPU-minute, on / off: {rate:.2f}x")
+    key = "distinct features, steering families"
+    steering = on[key] / off[key] if off[key] else float("nan")
+    print(f"distinct features, on / off: {ratio:.2f}x (steering families: {steering:.2f}x); "
+          f"checked calls per CPU-minute, on / off: {rate:.2f}x")
     return 0
 
 
