@@ -43,7 +43,7 @@ def test_planted_symbolic_only_wrong_gradient_is_found(tmp_path):
     plant = planted_env(PLANT)
     proc = symfuzz(
         ["--lane", "inductor-cpp", "--ops", FEW_OPS, "--max-ops", "4", "--max-cases", "40", "--max-findings", "1",
-         "--jobs", "2", "--budget", "12m", "--seed", "3", "--out", str(out)],
+         "--jobs", "1", "--budget", "12m", "--seed", "3", "--out", str(out)],  # (one worker: seed 3 meets it at case 1)
         plant, timeout=900,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
