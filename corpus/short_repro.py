@@ -304,7 +304,10 @@ def what_was_seen(verdict, case) -> str:
         message = (error.get("message") or "").strip().splitlines()
         raised = f"{error.get('type', 'an error')}: {message[0] if message else ''}"
         if verdict.symptom == "accepts-invalid":  # the error is eager's: the compiled call returned
-            return f"Eager raised {raised}; compiled returned a result."
+            # (the detail says more only where an eager kernel left its op's shape rule: oracles/eager_meta.py)
+            why = getattr(evidence, "detail", "")
+            more = f" But {why}." if why.startswith("eager's ") else ""
+            return f"Eager raised {raised}; compiled returned a result.{more}"
         return f"Compiled raised {raised}"
     path, detail = getattr(evidence, "path", None), getattr(evidence, "detail", "")
     if detail:

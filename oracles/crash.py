@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.dead_code import raised_only_in_dead_code
+from symfuzz.oracles.eager_meta import eager_meta_disagreement
 from symfuzz.oracles.verdict import RaisedError, Verdict, passed
 
 
@@ -16,7 +17,8 @@ def crash_oracle(case, run) -> Verdict:
     """Fails when exactly one of eager and compiled raised on some call.
 
     Compiled raising alone is a crash; compiled returning a result for input
-    that eager rejects is "accepts-invalid" (the compiler skipped a check).
+    that eager rejects is "accepts-invalid" (the compiler skipped a check; or eager's
+    kernel left its op's shape rule first, which the detail then says: ``eager_meta``).
     Torch refusing the schedule's own marks is not a crash (see
     ``script_runtime.rejection``); a refusal that is an over-specialization is
     the recompiles oracle's to report.
@@ -30,6 +32,9 @@ def crash_oracle(case, run) -> Verdict:
             continue
         if failure["symptom"] == "accepts-invalid" and raised_only_in_dead_code(run.case or case, index, run.lane):
             continue
+        detail = failure.get("detail", "")
+        if failure["symptom"] == "accepts-invalid":
+            detail = eager_meta_disagreement(run.case or case, index, run.lane) or detail
         key = script_runtime.failure_key(failure, run.output_ops)
         return Verdict(
             ok=False,
@@ -38,6 +43,6 @@ def crash_oracle(case, run) -> Verdict:
             stage=failure["stage"],
             signature=script_runtime.signature(failure["symptom"], run.lane, key),
             call_index=index,
-            evidence=RaisedError(error=failure["error"], detail=failure.get("detail", "")),
+            evidence=RaisedError(error=failure["error"], detail=detail),
         )
     return passed("crash")

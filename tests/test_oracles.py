@@ -1,6 +1,7 @@
 """Each oracle and the comparison rules, on hand-made runs (no compiling)."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -258,3 +259,52 @@ def test_eager_raising_only_in_an_in_place_write_nobody_sees_is_not_accepts_inva
     v = crash_oracle(_masked_write_case(before, outputs), run((raised, ok(*[t] * len(outputs)))))
     assert v.ok == dead
     assert dead or v.symptom == "accepts-invalid"
+
+
+
+@pytest.fixture
+def pixel_unshuffle_keeps_its_shape():
+    """Plants an eager-only bug: aten::pixel_unshuffle's CPU kernel returns its input unchanged
+    (torch 2.13's own kernel does so for an empty input), while its meta function, which the
+    compiler follows, moves the factor's square into the channels."""
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch warns that a kernel is overridden: that is the plant)
+        lib.impl("pixel_unshuffle", lambda x, factor: x.clone(), "CPU")
+    yield
+    lib._destroy()
+    assert torch.nn.functional.pixel_unshuffle(torch.ones(1, 1, 3, 3), 3).shape == (1, 9, 1, 1), "the plant stayed"
+
+
+def test_an_eager_kernel_leaving_its_shape_rule_is_named_in_an_accepts_invalid_finding(pixel_unshuffle_keeps_its_shape):
+    """Eager's pixel_unshuffle keeps the shape its meta function changes, and the pixel_shuffle
+    after it raises in eager; compiled follows the meta function and returns. The verdict is still
+    accepts-invalid (eager raised), but its detail names the op eager got wrong, and the short
+    repro's reader sees it under the error."""
+    from symfuzz.corpus.finding import Finding
+    from symfuzz.corpus.short_repro import render_short
+    from symfuzz.oracles.lanes.lane import get_lane
+
+    program = Program((Input("x0", "float32", ("s0", 1, 9, 9)),),
+                      (ExprNode("v1", "F.pixel_unshuffle(x0, 3)"), ExprNode("v2", "F.pixel_shuffle(v1, 3)")), ("v2",))
+    case = Case(program, Schedule(True, (Call((ArgSpec((2, 1, 9, 9), "float32", 1),)),)))
+    raised = err("pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                 "upscale_factor, but input.size(-3)=1 is not divisible by 9", "builtins.RuntimeError")
+    v = crash_oracle(case, run((raised, ok(torch.randn(2, 1, 9, 9)))))
+    assert v.symptom == "accepts-invalid"
+    assert v.evidence.detail.startswith("eager's aten.pixel_unshuffle.default returned float32[2, 1, 9, 9] where its "
+                                        "meta function, the shape rule the compiler follows, gives float32[2, 9, 3, 3]"
+                                        ), v.evidence.detail
+    finding = Finding(case=case.to_json(), verdict=v, lane=get_lane("inductor-cpp").to_json(),
+                      environment={"torch": torch.__version__})
+    assert "But eager's aten.pixel_unshuffle.default returned" in " ".join(render_short(finding).split())
+
+
+def test_a_kernel_raising_on_what_its_shape_rule_accepts_stays_a_skipped_check():
+    """An index out of range: eager's kernel checks the values, the meta function cannot. Nothing
+    eager returned left a shape rule, so the detail stays the plain one."""
+    program = Program((Input("x0", "float32", ("s0",)),), (ExprNode("v1", "x0[torch.tensor([5])]"),), ("v1",))
+    case = Case(program, Schedule(True, (Call((ArgSpec((3,), "float32", 1),)),)))
+    raised = err("index 5 is out of bounds for dimension 0 with size 3", "builtins.IndexError")
+    v = crash_oracle(case, run((raised, ok(torch.randn(1)))))
+    assert v.symptom == "accepts-invalid" and v.evidence.detail == "compiled returned a result where eager raised"

@@ -1,0 +1,84 @@
+"""Where eager's kernel and torch's own shape rule disagree: is an accepts-invalid eager's bug?
+
+An accepts-invalid verdict says compiled returned where eager raised, which reads as the
+compiler skipping a check. But the compiler does not run eager's kernels: it follows each
+op's meta function (the shape rule fake tensors and Inductor use). Where an eager kernel
+returns a tensor of another shape or dtype than its meta function promises, eager is the
+side that left torch's rule, and the error eager raised later, on that wrong tensor, is
+eager's bug, not a check the compiler skipped (campaign 3: eager's ``pixel_unshuffle``
+returns its empty input unchanged, and ``pixel_shuffle`` then refuses it).
+
+``eager_meta_disagreement`` replays the failing call in eager under a dispatch mode that
+runs every aten op a second time on meta copies of its arguments, and names the first op
+whose eager result differs from its meta result. An op whose meta run fails (no meta
+kernel, data-dependent output, a value check meta functions leave to the kernel) says
+nothing: a kernel that raises on values its meta function cannot see is what an
+accepts-invalid usually is, and stays one.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves, tree_map
+
+from symfuzz.fuzz import script_runtime
+from symfuzz.oracles.lanes.execute import load_function
+from symfuzz.oracles.lanes.lane import get_lane
+
+
+def _to_meta(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    return value
+
+
+def _described(tensor: torch.Tensor) -> str:
+    return f"{str(tensor.dtype).removeprefix('torch.')}{list(tensor.shape)}"
+
+
+class MetaShadow(TorchDispatchMode):
+    """Runs each aten op as asked, then on meta copies of its arguments; ``first`` holds the
+    first op whose eager and meta results differ in shape or dtype, in words, or None."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.first is None:
+            try:
+                meta = func(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs))
+            except Exception:  # noqa: BLE001 - no meta kernel, or one that needs the values: says nothing
+                return out
+            eager_leaves, meta_leaves = tree_leaves(out), tree_leaves(meta)
+            for k, (e, m) in enumerate(zip(eager_leaves, meta_leaves)):
+                if isinstance(e, torch.Tensor) and isinstance(m, torch.Tensor) and (
+                        e.shape != m.shape or e.dtype != m.dtype):
+                    which = f" (result {k})" if len(eager_leaves) > 1 else ""
+                    self.first = (f"eager's {func} returned {_described(e)}{which} where its meta function, "
+                                  f"the shape rule the compiler follows, gives {_described(m)}")
+                    break
+        return out
+
+
+def eager_meta_disagreement(case, index: int, lane: str) -> str:
+    """The first op at call ``index`` whose eager result leaves its meta function's shape or
+    dtype, in a sentence for the finding's reader; "" where none does (and for a module
+    program, whose calls depend on the state earlier calls left)."""
+    if case.program.params:
+        return ""
+    call = case.schedule.calls[index].to_json()
+    shadow = MetaShadow()
+    try:
+        fn = load_function(case.source)
+        args = script_runtime.make_args(call, get_lane(lane).device)
+        with shadow:
+            fn(*args)
+    except Exception:  # noqa: BLE001 - eager raising is the verdict; what ran before it is what counts
+        pass
+    if shadow.first is None:
+        return ""
+    return f"{shadow.first}: eager's kernel left torch's own rule before it raised, so the bug may be eager's"
