@@ -34,7 +34,9 @@ def crash_oracle(case, run) -> Verdict:
             continue
         detail = failure.get("detail", "")
         if failure["symptom"] == "accepts-invalid":
-            detail = eager_meta_disagreement(run.case or case, index, run.lane) or detail
+            why = eager_meta_disagreement(run.case or case, index, run.lane)
+            if why:
+                detail = f"{why}: eager's kernel left torch's own rule before it raised, so the bug may be eager's"
         key = script_runtime.failure_key(failure, run.output_ops)
         return Verdict(
             ok=False,

@@ -13,7 +13,8 @@ runs every aten op a second time on meta copies of its arguments, and names the 
 whose eager result differs from its meta result. An op whose meta run fails (no meta
 kernel, data-dependent output, a value check meta functions leave to the kernel) says
 nothing: a kernel that raises on values its meta function cannot see is what an
-accepts-invalid usually is, and stays one.
+accepts-invalid usually is, and stays one. A metadata mismatch (compiled's shape or dtype
+against eager's) gets the same words: there, too, compiled may be the side that is right.
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ class MetaShadow(TorchDispatchMode):
 
 def eager_meta_disagreement(case, index: int, lane: str) -> str:
     """The first op at call ``index`` whose eager result leaves its meta function's shape or
-    dtype, in a sentence for the finding's reader; "" where none does (and for a module
-    program, whose calls depend on the state earlier calls left)."""
+    dtype, in words for the finding's reader ("eager's aten.x returned ... where its meta
+    function ... gives ..."); "" where none does (and for a module program, whose calls
+    depend on the state earlier calls left)."""
     if case.program.params:
         return ""
     call = case.schedule.calls[index].to_json()
@@ -79,6 +81,4 @@ def eager_meta_disagreement(case, index: int, lane: str) -> str:
             fn(*args)
     except Exception:  # noqa: BLE001 - eager raising is the verdict; what ran before it is what counts
         pass
-    if shadow.first is None:
-        return ""
-    return f"{shadow.first}: eager's kernel left torch's own rule before it raised, so the bug may be eager's"
+    return shadow.first or ""

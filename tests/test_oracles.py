@@ -308,3 +308,18 @@ def test_a_kernel_raising_on_what_its_shape_rule_accepts_stays_a_skipped_check()
     raised = err("index 5 is out of bounds for dimension 0 with size 3", "builtins.IndexError")
     v = crash_oracle(case, run((raised, ok(torch.randn(1)))))
     assert v.symptom == "accepts-invalid" and v.evidence.detail == "compiled returned a result where eager raised"
+
+
+def test_a_metadata_mismatch_where_eager_left_its_shape_rule_says_so(pixel_unshuffle_keeps_its_shape):
+    """Nothing raises: compiled returns the meta function's shape, eager its kernel's. The verdict is
+    a metadata mismatch as before (same signature), and its detail says eager left the rule."""
+    program = Program((Input("x0", "float32", ("s0", 1, 9, 9)),), (ExprNode("v1", "F.pixel_unshuffle(x0, 3)"),), ("v1",))
+    case = Case(program, Schedule(True, (Call((ArgSpec((2, 1, 9, 9), "float32", 1),)),)))
+    r = run((ok(torch.randn(2, 1, 9, 9)), ok(torch.randn(2, 9, 3, 3))))
+    v = differential_oracle(case, r)
+    assert v.symptom == "metadata-mismatch"
+    assert v.evidence.detail.startswith("compiled torch.float32[2, 9, 3, 3], eager torch.float32[2, 1, 9, 9]; but eager's "
+                                        "aten.pixel_unshuffle.default returned float32[2, 1, 9, 9]"), v.evidence.detail
+    plain = Program((Input("x0", "float32", ("s0", 1, 9, 9)),), (ExprNode("v1", "x0 + 1"),), ("v1",))
+    again = differential_oracle(Case(plain, case.schedule), r)
+    assert again.signature == v.signature and again.evidence.detail == "compiled torch.float32[2, 9, 3, 3], eager torch.float32[2, 1, 9, 9]"
