@@ -10,8 +10,10 @@ cannot make a store write outside itself.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
+import importlib.util
 import json
 import keyword
 import os
@@ -180,14 +182,7 @@ def environment() -> dict:
 def _environment() -> dict:
     # Computed once per process: the campaign loop asks for it every few seconds.
     env = {"python": sys.version.split()[0], "platform": platform.platform()}
-    try:
-        # optional here: a finding records which versions ran, whatever is installed
-        import torch
-
-        env["torch"] = torch.__version__
-        env["torch_git"] = getattr(torch.version, "git_version", None)
-    except ImportError:
-        env["torch"] = None
+    env["torch"], env["torch_git"] = _torch_versions()
     try:
         # optional: triton is only needed by some lanes
         import triton
@@ -200,6 +195,31 @@ def _environment() -> dict:
     except Exception:  # noqa: BLE001 - running from a checkout
         env["symfuzz"] = None
     return env
+
+
+def _torch_versions() -> tuple:
+    """(torch.__version__, torch.version.git_version) of the torch this process imports, or
+    (None, None) where there is none. Read from torch/version.py without importing torch where
+    it is not imported yet: a campaign's coordinator asks at its start, and importing torch
+    there costs seconds that nothing else in it may need."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        try:
+            spec = importlib.util.find_spec("torch")
+            text = Path(spec.origin).with_name("version.py").read_text()
+            found = {t.id: node.value.value for node in ast.parse(text).body
+                     if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)
+                     for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                     if isinstance(t, ast.Name)}
+            if isinstance(found.get("__version__"), str):
+                return found["__version__"], found.get("git_version")
+        except (ImportError, AttributeError, TypeError, ValueError, OSError, SyntaxError):
+            pass
+        try:  # a torch laid out otherwise: import it after all (optional: whatever is installed)
+            import torch
+        except ImportError:
+            return None, None
+    return torch.__version__, getattr(torch.version, "git_version", None)
 
 
 @dataclass

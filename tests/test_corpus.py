@@ -143,3 +143,13 @@ def test_confirmation_demands_the_same_failure():
     assert _outcome("process-death", -9, "", {"cause": "out-of-memory"}, exceeded=True) == "reproduced"
     assert _outcome("timeout", None, "") == "reproduced"
     assert _outcome("timeout", 1, "") != "reproduced"
+
+
+def test_a_process_that_has_not_imported_torch_reads_its_versions_without_importing_it():
+    """A campaign's coordinator records the environment at its start; importing torch for two
+    strings would cost it seconds. The versions read from torch's version.py are torch's own."""
+    code = ("import sys\nfrom symfuzz.corpus.finding import environment\nenv = environment()\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\n"
+            "import torch\nassert (env['torch'], env['torch_git']) == (torch.__version__, torch.version.git_version), env\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
