@@ -215,7 +215,8 @@ def _torch_versions() -> tuple:
                 return found["__version__"], found.get("git_version")
         except (ImportError, AttributeError, TypeError, ValueError, OSError, SyntaxError):
             pass
-        try:  # a torch laid out otherwise: import it after all (optional: whatever is installed)
+        try:
+            # deferred and optional: a torch laid out otherwise is imported after all, if installed
             import torch
         except ImportError:
             return None, None

@@ -14,6 +14,7 @@ from symfuzz.corpus.finding import Finding, FindingFormatError, read_finding
 from symfuzz.corpus.scripts import render_repro
 from symfuzz.corpus.short_repro import JUDGE_NAME, render_short, what_was_seen
 from symfuzz.fuzz.case import Case
+from symfuzz.oracles.eager_meta import eager_side
 
 # What each symptom means to a reader of the issue: (what compiled does, what was expected).
 _SYMPTOMS = {
@@ -64,12 +65,20 @@ def issue_report(path) -> str:
     if verdict.symptom == "crash" and isinstance(error, dict) and error.get("type"):
         does = f"raises {str(error['type']).rsplit('.', 1)[-1]} where eager runs"
     title = f"torch.compile (backend={lane.get('backend')}, {dynamic}, {lane.get('device', 'cpu')}) {does}"
+    layer = _layer(finding)
+    side = eager_side(getattr(verdict.evidence, "detail", ""))
+    if side is not None:  # eager's kernel left its op's shape rule, which compiled follows: the bug is eager's
+        op, got, rule = side
+        title = f"{op} in eager returns {got} where its meta function gives {rule}; torch.compile follows the meta function"
+        expected = f"eager's {op} returns what its meta function gives ({rule}), as the compiled function does"
+        layer = f"eager: the CPU kernel of {op}, not the compiler" if lane.get("device", "cpu") == "cpu" else \
+            f"eager: the kernel of {op}, not the compiler"
     seen = what_was_seen(verdict, case) or verdict.symptom
     lines = [f"### {title}", "",
              f"The script below ({which}) needs only torch. It exits 1 while the bug is present, 0 once it is fixed.",
              "", "```python", script.rstrip(), "```", "",
              f"**Expected:** {expected}.", "", f"**Actual:** {seen}", "",
-             f"**Layer at fault:** {_layer(finding)}", "",
+             f"**Layer at fault:** {layer}", "",
              "**Versions:** " + ", ".join(f"{name} {env[key]}" for name, key in (
                  ("torch", "torch"), ("git", "torch_git"), ("triton", "triton"), ("Python", "python"),
                  ("on", "platform")) if env.get(key)), "",

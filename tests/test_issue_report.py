@@ -83,3 +83,26 @@ def test_an_accepted_invalid_call_says_eager_raised_and_compiled_returned(tmp_pa
     text = issue_report(tmp_path / "accepts-invalid-0123456789")
     assert "**Actual:** Eager raised builtins.IndexError: index out of range in self; compiled returned a result." \
         in text
+
+
+def test_a_finding_whose_eager_kernel_left_its_shape_rule_reads_as_eager_s_bug(tmp_path):
+    """Compiled returned where eager raised, but an eager kernel had left its meta function first
+    (oracles/eager_meta.py): the issue names that op in eager, not the compiler, as the one at fault."""
+    detail = ("eager's aten.pixel_unshuffle.default returned float32[0, 1, 9, 9] where its meta function, the shape "
+              "rule the compiler follows, gives float32[0, 9, 3, 3]: eager's kernel left torch's own rule before it "
+              "raised, so the bug may be eager's")
+    finding = _finding("accepts-invalid", RaisedError(error={"type": "builtins.RuntimeError",
+                                                             "message": "pixel_shuffle expects ..."}, detail=detail))
+    path = tmp_path / "finding.json"
+    path.write_text(json.dumps(finding.to_json()))
+    lines = issue_report(path).splitlines()
+    assert lines[0] == ("### aten.pixel_unshuffle.default in eager returns float32[0, 1, 9, 9] where its meta function "
+                        "gives float32[0, 9, 3, 3]; torch.compile follows the meta function")
+    assert ("**Expected:** eager's aten.pixel_unshuffle.default returns what its meta function gives "
+            "(float32[0, 9, 3, 3]), as the compiled function does.") in lines
+    assert "**Layer at fault:** eager: the CPU kernel of aten.pixel_unshuffle.default, not the compiler" in lines
+    plain = _finding("accepts-invalid", RaisedError(error={"type": "builtins.IndexError", "message": "out of range"},
+                                                    detail="compiled returned a result where eager raised"))
+    path.write_text(json.dumps(plain.to_json()))
+    assert issue_report(path).startswith("### torch.compile (backend=inductor, automatic dynamic shapes, cpu) returns "
+                                         "a result where eager raises")
