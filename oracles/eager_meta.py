@@ -47,15 +47,28 @@ def _described(tensor: torch.Tensor) -> str:
 
 
 class MetaShadow(TorchDispatchMode):
-    """Runs each aten op as asked, then on meta copies of its arguments; ``first`` holds the
-    first op whose eager and meta results differ in shape or dtype, in words, or None."""
+    """Runs each aten op as asked, then on meta copies of its arguments. A result whose shape or
+    dtype differs from the meta one is a suspect; ``first`` holds, in words, the first suspect
+    that something used (a later op's argument, or a value the program returns: ``returned``),
+    or None. An unused one says nothing: eager's batch norm in eval mode returns empty saved
+    statistics where its meta function gives a channel's worth, and nobody reads them."""
 
     def __init__(self):
         super().__init__()
         self.first = None
+        self.suspects: dict[int, tuple] = {}  # id(eager tensor) -> (the tensor, kept alive; its words)
+
+    def _used(self, values) -> None:
+        for leaf in tree_leaves(values):
+            if self.first is None and isinstance(leaf, torch.Tensor) and id(leaf) in self.suspects:
+                self.first = self.suspects[id(leaf)][1]
+
+    def returned(self, values) -> None:
+        self._used(values)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        self._used((args, kwargs))
         out = func(*args, **kwargs)
         if self.first is None:
             try:
@@ -67,17 +80,16 @@ class MetaShadow(TorchDispatchMode):
                 if isinstance(e, torch.Tensor) and isinstance(m, torch.Tensor) and (
                         e.shape != m.shape or e.dtype != m.dtype):
                     which = f" (result {k})" if len(eager_leaves) > 1 else ""
-                    self.first = (f"eager's {func} returned {_described(e)}{which} where its meta function, "
-                                  f"the shape rule the compiler follows, gives {_described(m)}")
-                    break
+                    self.suspects[id(e)] = (e, f"eager's {func} returned {_described(e)}{which} where its meta "
+                                               f"function, the shape rule the compiler follows, gives {_described(m)}")
         return out
 
 
 def eager_meta_disagreement(case, index: int, lane: str) -> str:
     """The first op at call ``index`` whose eager result leaves its meta function's shape or
-    dtype, in words for the finding's reader ("eager's aten.x returned ... where its meta
-    function ... gives ..."); "" where none does (and for a module program, whose calls
-    depend on the state earlier calls left)."""
+    dtype and is then used, in words for the finding's reader ("eager's aten.x returned ...
+    where its meta function ... gives ..."); "" where none does (and for a module program,
+    whose calls depend on the state earlier calls left)."""
     if case.program.params:
         return ""
     call = case.schedule.calls[index].to_json()
@@ -86,7 +98,8 @@ def eager_meta_disagreement(case, index: int, lane: str) -> str:
         fn = load_function(case.source)
         args = script_runtime.make_args(call, get_lane(lane).device)
         with shadow:
-            fn(*args)
+            out = fn(*args)
+        shadow.returned(out)
     except Exception:  # noqa: BLE001 - eager raising is the verdict; what ran before it is what counts
         pass
     return shadow.first or ""

@@ -323,3 +323,18 @@ def test_a_metadata_mismatch_where_eager_left_its_shape_rule_says_so(pixel_unshu
     plain = Program((Input("x0", "float32", ("s0", 1, 9, 9)),), (ExprNode("v1", "x0 + 1"),), ("v1",))
     again = differential_oracle(Case(plain, case.schedule), r)
     assert again.signature == v.signature and again.evidence.detail == "compiled torch.float32[2, 9, 3, 3], eager torch.float32[2, 1, 9, 9]"
+
+
+def test_an_eager_result_off_its_shape_rule_that_nothing_uses_says_nothing():
+    """Eager's batch norm in eval mode returns empty saved statistics where its meta function gives
+    one per channel; F.batch_norm returns only the normalized tensor, so nobody reads them, and a
+    finding in such a program must not blame batch norm."""
+    from symfuzz.oracles.eager_meta import MetaShadow
+
+    shadow = MetaShadow()
+    with shadow:
+        out = torch.nn.functional.batch_norm(torch.randn(2, 3), torch.zeros(3), torch.ones(3), training=False)
+    shadow.returned(out)
+    if not shadow.suspects:
+        pytest.skip("this torch's eager batch norm agrees with its meta function")
+    assert shadow.first is None
