@@ -19,9 +19,6 @@ against eager's) gets the same words: there, too, compiled may be the side that 
 
 from __future__ import annotations
 
-import re
-from typing import Optional
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
@@ -29,11 +26,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.lanes.execute import load_function
 from symfuzz.oracles.lanes.lane import get_lane
-
-
-# The words ``MetaShadow`` writes, read back by ``eager_side`` (a finding keeps them in its detail).
-_WORDS = re.compile(r"eager's (?P<op>\S+) returned (?P<eager>\S+\[[^\]]*\])(?: \(result \d+\))? where its meta "
-                    r"function, the shape rule the compiler follows, gives (?P<meta>\S+\[[^\]]*\])")
+from symfuzz.oracles.verdict import eager_off_rule
 
 
 def _to_meta(value):
@@ -80,8 +73,7 @@ class MetaShadow(TorchDispatchMode):
                 if isinstance(e, torch.Tensor) and isinstance(m, torch.Tensor) and (
                         e.shape != m.shape or e.dtype != m.dtype):
                     which = f" (result {k})" if len(eager_leaves) > 1 else ""
-                    self.suspects[id(e)] = (e, f"eager's {func} returned {_described(e)}{which} where its meta "
-                                               f"function, the shape rule the compiler follows, gives {_described(m)}")
+                    self.suspects[id(e)] = (e, eager_off_rule(str(func), _described(e) + which, _described(m)))
         return out
 
 
@@ -104,9 +96,3 @@ def eager_meta_disagreement(case, index: int, lane: str) -> str:
         pass
     return shadow.first or ""
 
-
-def eager_side(detail: str) -> Optional[tuple[str, str, str]]:
-    """(op, what eager's kernel returned, what its meta function gives) where a finding's detail
-    says an eager kernel left its shape rule (``eager_meta_disagreement``'s words), else None."""
-    match = _WORDS.search(detail or "")
-    return (match["op"], match["eager"], match["meta"]) if match else None

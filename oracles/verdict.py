@@ -9,6 +9,7 @@ records too.
 
 from __future__ import annotations
 
+import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import ClassVar, Optional, Union
 
@@ -308,3 +309,21 @@ class Verdict:
 
 def passed(oracle: str, evidence: Optional[Evidence] = None) -> Verdict:
     return Verdict(ok=True, oracle=oracle, evidence=evidence)
+
+
+# An eager kernel whose result left its op's meta function (oracles/eager_meta.py), in the words a
+# finding's detail keeps; ``eager_side`` reads them back for reports (without importing torch).
+_EAGER_OFF_RULE = re.compile(r"eager's (?P<op>\S+) returned (?P<eager>\S+\[[^\]]*\])(?: \(result \d+\))? where its meta "
+                             r"function, the shape rule the compiler follows, gives (?P<meta>\S+\[[^\]]*\])")
+
+
+def eager_off_rule(op: str, eager: str, meta: str) -> str:
+    """"eager's OP returned EAGER where its meta function ... gives META" (``eager_side`` reads it)."""
+    return f"eager's {op} returned {eager} where its meta function, the shape rule the compiler follows, gives {meta}"
+
+
+def eager_side(detail: str) -> Optional[tuple[str, str, str]]:
+    """(op, what eager's kernel returned, what its meta function gives) where a finding's detail
+    says an eager kernel left its shape rule (``eager_off_rule``'s words), else None."""
+    match = _EAGER_OFF_RULE.search(detail or "")
+    return (match["op"], match["eager"], match["meta"]) if match else None

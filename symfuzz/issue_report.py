@@ -14,7 +14,7 @@ from symfuzz.corpus.finding import Finding, FindingFormatError, read_finding
 from symfuzz.corpus.scripts import render_repro
 from symfuzz.corpus.short_repro import JUDGE_NAME, render_short, what_was_seen
 from symfuzz.fuzz.case import Case
-from symfuzz.oracles.eager_meta import eager_side
+from symfuzz.oracles.verdict import eager_side
 
 # What each symptom means to a reader of the issue: (what compiled does, what was expected).
 _SYMPTOMS = {

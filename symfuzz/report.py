@@ -25,6 +25,7 @@ from typing import Optional
 
 from symfuzz.corpus.atomic import write_text
 from symfuzz.corpus.finding import read_finding
+from symfuzz.oracles.verdict import eager_side
 from symfuzz.report_html import render_html
 from symfuzz.stats_schema import COUNTS, SECTIONS, keys_of
 
@@ -290,6 +291,9 @@ def describe(finding: dict) -> str:
     else:
         what = str(evidence.get("detail", ""))
     where = f" at call {verdict['call_index']}" if verdict.get("call_index") is not None else ""
+    side = eager_side(str(evidence.get("detail", "")))
+    if side is not None:  # first, before the cut: the reader must not take it for the compiler's bug
+        where += f" (eager's {side[0]} left its meta function: the bug may be eager's)"
     line = f"{verdict.get('symptom', '?')}{where}: {what}"
     return " ".join(line.split())[:300]
 

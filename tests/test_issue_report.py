@@ -12,6 +12,7 @@ from symfuzz.fuzz.ir import Input, OpNode, Program
 from symfuzz.issue_report import issue_report
 from symfuzz.oracles.lanes.lane import get_lane
 from symfuzz.oracles.verdict import OutputMismatch, RaisedError, Verdict
+from symfuzz.report import describe
 
 UNIT_TIER = True
 ENVIRONMENT = {"torch": "2.13.0+cpu", "torch_git": "cf30153", "python": "3.11.7", "triton": "3.8.0",
@@ -101,6 +102,10 @@ def test_a_finding_whose_eager_kernel_left_its_shape_rule_reads_as_eager_s_bug(t
     assert ("**Expected:** eager's aten.pixel_unshuffle.default returns what its meta function gives "
             "(float32[0, 9, 3, 3]), as the compiled function does.") in lines
     assert "**Layer at fault:** eager: the CPU kernel of aten.pixel_unshuffle.default, not the compiler" in lines
+    # The campaign report's one line says so before anything else is cut.
+    row = describe(finding.to_json())
+    assert row.startswith("accepts-invalid at call 1 (eager's aten.pixel_unshuffle.default left its meta function: "
+                          "the bug may be eager's): builtins.RuntimeError"), row
     plain = _finding("accepts-invalid", RaisedError(error={"type": "builtins.IndexError", "message": "out of range"},
                                                     detail="compiled returned a result where eager raised"))
     path.write_text(json.dumps(plain.to_json()))
