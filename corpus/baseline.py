@@ -23,7 +23,8 @@ from pathlib import Path
 from symfuzz.corpus.atomic import locked, write_text
 from symfuzz.corpus.deaths import place_from_evidence
 from symfuzz.corpus.finding import Finding, FindingFormatError, kind_of, read_json_file, signature_problem
-from symfuzz.oracles.verdict import Died, FakeRealMismatch, Hung, OutputMismatch, RaisedError, UnsoundGuard
+from symfuzz.oracles.verdict import (Died, FakeRealMismatch, Hung, OutputMismatch, RaisedError, UnsoundGuard,
+                                     error_headline)
 
 BASELINE_VERSION = 1
 DEFAULT_BASELINE = Path("symfuzz-baseline.json")
@@ -217,8 +218,7 @@ def describe(finding: Finding) -> str:
     verdict = finding.verdict
     evidence = verdict.evidence
     if isinstance(evidence, RaisedError):
-        message = (evidence.error.get("message") or "").strip().splitlines()
-        what = f"{evidence.error.get('type', 'error')}: {message[0] if message else ''}"
+        what = f"{evidence.error.get('type', 'error')}: {error_headline(evidence.error.get('message'))}"
     elif isinstance(evidence, (OutputMismatch, UnsoundGuard)):
         what = f"{evidence.path or 'out'}: {evidence.detail}"
     elif isinstance(evidence, FakeRealMismatch):

@@ -38,6 +38,7 @@ from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
 from symfuzz.fuzz.ir import EffectNode
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
 from symfuzz.oracles.lanes.lane import CACHE_SETTINGS
+from symfuzz.oracles.verdict import error_headline
 
 PLAIN_RUNTIME = "symfuzz.fuzz.plain_runtime"
 JUDGE_NAME = "judge.py"  # the full judged script, beside the short repro.py
@@ -301,8 +302,7 @@ def what_was_seen(verdict, case) -> str:
     evidence = verdict.evidence
     error = getattr(evidence, "error", None)
     if isinstance(error, dict):
-        message = (error.get("message") or "").strip().splitlines()
-        raised = f"{error.get('type', 'an error')}: {message[0] if message else ''}"
+        raised = f"{error.get('type', 'an error')}: {error_headline(error.get('message'))}"
         if verdict.symptom == "accepts-invalid":  # the error is eager's: the compiled call returned
             # (the detail says more only where an eager kernel left its op's shape rule: oracles/eager_meta.py)
             why = getattr(evidence, "detail", "")

@@ -19,6 +19,7 @@ from typing import Optional
 from symfuzz.minifier.capture import CaptureRun, run_capture
 from symfuzz.minifier.graph_passes import PASSES
 from symfuzz.minifier.graph_subject import GraphSubject
+from symfuzz.oracles.verdict import error_headline
 
 
 class ScriptError(Exception):
@@ -135,7 +136,7 @@ def _why_nothing_failed(run: CaptureRun, script: Path, accuracy: bool) -> str:
 def _error_line(run: CaptureRun) -> str:
     error = run.script.get("error")
     if error:
-        return f"{error['type'].rsplit('.', 1)[-1]}: {error['message'].strip().splitlines()[0][:300] if error['message'].strip() else ''}"
+        return f"{error['type'].rsplit('.', 1)[-1]}: {error_headline(error['message'])[:300]}"
     if run.returncode not in (0, None):
         lines = [line for line in run.output.strip().splitlines() if line.strip()]
         return f"exit code {run.returncode}" + (f" ({lines[-1][:300]})" if lines else "")

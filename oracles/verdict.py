@@ -327,3 +327,14 @@ def eager_side(detail: str) -> Optional[tuple[str, str, str]]:
     says an eager kernel left its shape rule (``eager_off_rule``'s words), else None."""
     match = _EAGER_OFF_RULE.search(detail or "")
     return (match["op"], match["eager"], match["meta"]) if match else None
+
+
+def error_headline(message) -> str:
+    """The first line of an error message that says something: a compiler wrapper's header
+    ("backend='inductor' raised:", with the wrapped error on the lines after it) and Dynamo's
+    hint lines are passed over, as ``normalize_message`` does for signatures."""
+    for line in str(message or "").splitlines():
+        line = line.strip()
+        if line and not line.endswith("raised:") and not line.startswith("Set TORCHDYNAMO_VERBOSE"):
+            return line
+    return ""

@@ -25,7 +25,7 @@ from typing import Optional
 
 from symfuzz.corpus.atomic import write_text
 from symfuzz.corpus.finding import read_finding
-from symfuzz.oracles.verdict import eager_side
+from symfuzz.oracles.verdict import eager_side, error_headline
 from symfuzz.report_html import render_html
 from symfuzz.stats_schema import COUNTS, SECTIONS, keys_of
 
@@ -280,8 +280,7 @@ def describe(finding: dict) -> str:
     verdict = finding.get("verdict") or {}
     evidence = verdict.get("evidence") or {}
     if isinstance(evidence.get("error"), dict):
-        message = (evidence["error"].get("message") or "").strip().splitlines()
-        what = f"{evidence['error'].get('type', 'error')}: {message[0] if message else ''}"
+        what = f"{evidence['error'].get('type', 'error')}: {error_headline(evidence['error'].get('message'))}"
     elif "timeout_seconds" in evidence:
         what = f"ran past {evidence['timeout_seconds']:.0f}s"
     elif "cause" in evidence:

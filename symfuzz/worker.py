@@ -40,6 +40,7 @@ from symfuzz.messages import (
     encode_event,
 )
 from symfuzz.oracles.lanes.lane import get_lane, prepare_process
+from symfuzz.oracles.verdict import error_headline
 from symfuzz.settings import RunSettings
 
 
@@ -146,8 +147,7 @@ def _first_errors(calls) -> dict:
         for side, error in (("eager", c.eager.get("error")),
                             ("compiled", c.compiled.get("error") if "error" not in c.eager else None)):
             if error and side not in found:
-                message = (error.get("message") or "").strip().splitlines()
-                found[side] = f"{error.get('type', '?')}: {message[0] if message else ''}"[:500]
+                found[side] = f"{error.get('type', '?')}: {error_headline(error.get('message'))}"[:500]
     return found
 
 

@@ -293,3 +293,18 @@ def test_a_call_whose_marks_torch_refuses_is_passed_over_as_the_judge_does(tmp_p
     # Not where the failing call is the first (no call before it to pass over), nor where nothing is marked.
     assert "as refused" not in render_short(_finding(lane="eager", call_index=0, case=Case(program, Schedule(None, calls))))
     assert "as refused" not in render_short(_finding())
+
+
+def test_a_wrapped_compiler_error_is_headlined_by_the_error_it_wraps():
+    """Inductor's wrapper says only "backend='inductor' raised:" on its first line; the reader of the
+    repro and of the campaign's report gets the wrapped error instead (campaign 4's crash-16b2390814)."""
+    from symfuzz.report import describe
+
+    message = ("backend='inductor' raised:\nGuardOnDataDependentSymNode: Could not guard on data-dependent expression "
+               "Eq(Max(1, u2), 1)\n\nconsider using data-dependent friendly APIs")
+    crash = _finding("crash", evidence=RaisedError(error={"type": "torch._dynamo.exc.BackendCompilerFailed",
+                                                          "message": message}))
+    text = " ".join(render_short(crash).split())
+    assert ("Compiled raised torch._dynamo.exc.BackendCompilerFailed: GuardOnDataDependentSymNode: Could not guard on "
+            "data-dependent expression Eq(Max(1, u2), 1)") in text, text[:600]
+    assert "GuardOnDataDependentSymNode: Could not guard" in describe(crash.to_json())
