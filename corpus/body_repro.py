@@ -102,6 +102,9 @@ def main():
     for index, (eager, result) in enumerate(records):
         failure, key = judge_schedule_call(fn, SLOT_FRESH_COMPILE, CALLS, index, eager, result,
                                            SLOT_DEVICE, CONTEXT, EXPECT_REUSE, OUTPUT_OPS, GRADIENT_OPS)
+        if failure is not None and failure["symptom"] == "accepts-invalid" and index in CONTEXT.get("dead_code_calls", ()):
+            print(f"call {index}: eager raised only in code nobody reads, which compiled may drop: passed over")
+            continue
         if failure is None:
             print(f"call {index}: ok (graphs compiled during call: {result.get('graphs')})")
             continue

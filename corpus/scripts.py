@@ -193,6 +193,13 @@ def _render_symbolic_repro(finding, case) -> str:
     return _main_script(head, body, Helpers().module(RUNTIME).module(SYMBOLIC_TRACE))
 
 
+def _dead_code_context(finding) -> dict:
+    """The calls the crash oracle passed over (eager raised only in dead code: ``oracles.crash.
+    dead_code_calls``), for the judge to pass over too; {} where there are none."""
+    dead = (getattr(finding, "triage", None) or {}).get("dead_code_calls")
+    return {"dead_code_calls": sorted(dead)} if dead else {}
+
+
 def render_repro(finding) -> str:
     """The judged repro of a fuzz finding, from its JSON alone (``Finding``)."""
     # Deferred: the lanes import torch, z3 and torch._dynamo, which opcheck, rendering its snippets
@@ -260,7 +267,7 @@ def render_repro(finding) -> str:
         "SLOT_LANE": repr(lane["name"]),
         "SLOT_SIGNATURE": repr(verdict.signature),
         "SLOT_COMPILE_CONFIG": repr(case.schedule.config),
-        "SLOT_CONTEXT": repr(judge_context(case)),
+        "SLOT_CONTEXT": repr({**judge_context(case), **_dead_code_context(finding)}),
         "SLOT_EXPECT_REUSE": repr([verdict.call_index] if verdict.symptom == "excess-recompiles" else []),
         "SLOT_WATCH": ("RecompileWatch(compiled)" if module else "RecompileWatch(fn)") if watched else "None",
         "SLOT_CONFIGURE": "\n".join(configure or ["pass"]),

@@ -13,6 +13,16 @@ def fresh_compile_passed(call) -> bool:
     return call.fresh is not None and call.fresh.get("failure") is None
 
 
+def dead_code_calls(case, run, before: int) -> list[int]:
+    """The calls before call ``before`` where eager raised only in dead code and compiled returned
+    (``raised_only_in_dead_code``): the crash oracle passes over them. A finding at a later call
+    carries them (its triage's ``dead_code_calls``) so that its scripts pass over them too: judge.py
+    and repro.py cannot tell dead code from a skipped check, and would stop at such a call."""
+    return [index for index, call in enumerate(run.calls[:before])
+            if "error" in call.eager and "error" not in call.compiled and not fresh_compile_passed(call)
+            and raised_only_in_dead_code(run.case or case, index, run.lane)]
+
+
 def crash_oracle(case, run) -> Verdict:
     """Fails when exactly one of eager and compiled raised on some call.
 

@@ -11,6 +11,10 @@ compiled returning there skipped no check. Two kinds of statement are dead:
   that is never read again). Whether a written tensor aliases something is a fact
   of the call, not of the names (``x0[..., :k]`` is a view, ``x0 + 1`` is not), so
   it is read from eager's own tensors: the storages they share.
+
+The scripts cannot apply this rule (they carry no program IR), so a finding at a later
+call carries the calls passed over (``crash.dead_code_calls``, in its triage), and its
+judge.py and repro.py pass over them too.
 """
 
 from __future__ import annotations

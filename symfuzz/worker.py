@@ -55,6 +55,7 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
     # deferred: these import torch, which waits until prepare_process has set the lane's environment
     from symfuzz.fuzz import script_runtime
     from symfuzz.oracles.lanes.execute import REUSE_PURPOSE, execute
+    from symfuzz.oracles.crash import dead_code_calls
     from symfuzz.oracles.registry import judge
     from symfuzz.oracles.triage import triage
 
@@ -79,6 +80,10 @@ def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=T
         t_triage = time.perf_counter()
         triaged = triage(case, lane, failures[0])
         oracle_seconds["triage"] = time.perf_counter() - t_triage  # cheaper lanes, each a compile
+        if failures[0].call_index:
+            dead = dead_code_calls(case, run, failures[0].call_index)
+            if dead:  # the scripts pass over them as the oracle did (oracles/crash.py)
+                triaged["dead_code_calls"] = dead
         failures[0] = replace(failures[0], stage=triaged["stage"])
     t2 = time.perf_counter()
     calls = run.calls

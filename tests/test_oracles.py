@@ -338,3 +338,56 @@ def test_an_eager_result_off_its_shape_rule_that_nothing_uses_says_nothing():
     if not shadow.suspects:
         pytest.skip("this torch's eager batch norm agrees with its meta function")
     assert shadow.first is None
+
+
+def test_a_call_passed_over_as_dead_code_is_named_for_the_finding_at_a_later_call():
+    """Call 0's eager error is a dead write; a finding at call 1 carries call 0 as passed over."""
+    from symfuzz.oracles.crash import dead_code_calls
+
+    case = _masked_write_case((ExprNode("v1", "x0 + 1"),), ("v2",))
+    case = Case(case.program, Schedule(True, (*case.schedule.calls, Call((ArgSpec((2,), "float32", 1),
+                                                                          ArgSpec((2,), "float32", 2))))))
+    raised = err("The shape of the mask [3] at index 0 does not match the shape of the indexed tensor [2]",
+                 "builtins.IndexError")
+    t = torch.randn(2)
+    assert dead_code_calls(case, run((raised, ok(t)), (ok(t), ok(t))), before=1) == [0]
+    live = _masked_write_case((ExprNode("v1", "x0 + 1"),), ("v2", "v1"))  # v1 returned: the write is seen
+    assert dead_code_calls(live, run((raised, ok(t, t)), (ok(t, t), ok(t, t))), before=1) == []
+
+
+@pytest.mark.integration  # runs two scripts: compiles on the eager backend, seconds
+@pytest.mark.parametrize("script", ["judged", "short"])
+def test_the_scripts_pass_over_a_call_the_oracle_passed_over_as_dead_code(tmp_path, script):
+    """Eager raises at call 0 in a write to a temporary nobody reads; AOTAutograd drops the write
+    (functionalized, then dead), so compiled returns on aot_eager. The oracle passed over it; a finding at call 1 (here nothing is wrong there
+    on stock torch) has scripts that pass over it too, and without the finding's list they stop."""
+    import subprocess
+    import sys
+
+    from symfuzz.corpus.finding import Finding
+    from symfuzz.corpus.scripts import render_repro
+    from symfuzz.corpus.short_repro import render_short
+    from symfuzz.oracles.lanes.lane import get_lane
+    from symfuzz.oracles.verdict import OutputMismatch
+
+    base = _masked_write_case((ExprNode("v1", "x0 + 1"),), ("v2",))
+    case = Case(base.program, Schedule(True, (*base.schedule.calls, Call((ArgSpec((2,), "float32", 1),
+                                                                          ArgSpec((2,), "float32", 2))))))
+    verdict = Verdict(ok=False, oracle="differential", symptom="value-mismatch", stage="runtime",
+                      signature="value-mismatch-0123456789", call_index=1,
+                      evidence=OutputMismatch(path="out[0][0]", detail="1/2 elements differ"))
+    render = render_repro if script == "judged" else render_short
+    results = {}
+    for dead in ([0], None):
+        finding = Finding(case=case.to_json(), verdict=verdict, lane=get_lane("aot_eager").to_json(),
+                          triage={"stage": "aot", **({"dead_code_calls": dead} if dead else {})})
+        path = tmp_path / f"{script}-{bool(dead)}.py"
+        path.write_text(render(finding))
+        results[bool(dead)] = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    passed, stopped = results[True], results[False]
+    assert passed.returncode == 0, passed.stdout[-2000:] + passed.stderr[-2000:]
+    said = stopped.stdout + stopped.stderr
+    assert stopped.returncode == 1 and ("call 0: accepts-invalid" in said or "call 0: compiled returned where eager raised" in said), \
+        said[-3000:]
+    if script == "judged":
+        assert "call 0: eager raised only in code nobody reads" in passed.stdout
