@@ -36,6 +36,8 @@ from symfuzz.corpus.scripts import Helpers, compile_config_lines, docstring_text
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
 from symfuzz.fuzz.ir import EffectNode
+from symfuzz.fuzz.size_forms import required_config
+from symfuzz.fuzz.specs import required_dynamo_config
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
 from symfuzz.oracles.lanes.lane import CACHE_SETTINGS
 from symfuzz.oracles.verdict import error_headline
@@ -204,10 +206,6 @@ def _refusals_pass(verdict, case, step) -> bool:
     side has stepped already."""
     if verdict.symptom == "over-specialization" or step is not None or verdict.call_index in (None, 0):
         return False
-    # deferred: the specs import torch, which the CLI must not import before it has read its flags
-    from symfuzz.fuzz.size_forms import required_config
-    from symfuzz.fuzz.specs import required_dynamo_config
-
     marked = any(arg.marks for call in case.schedule.calls[: verdict.call_index] for arg in call.args)
     dynamo = (case.schedule.config or {}).get("dynamo") or {}
     unbacked = (dynamo.get("automatic_dynamic_shapes_mark_as") == "unbacked"
