@@ -40,7 +40,7 @@ from symfuzz.fuzz.size_forms import required_config
 from symfuzz.fuzz.specs import required_dynamo_config
 from symfuzz.fuzz.specs.base import DTYPE_KIND, FLOAT
 from symfuzz.oracles.lanes.lane import CACHE_SETTINGS
-from symfuzz.oracles.verdict import error_headline
+from symfuzz.oracles.verdict import eager_side, error_headline
 
 PLAIN_RUNTIME = "symfuzz.fuzz.plain_runtime"
 JUDGE_NAME = "judge.py"  # the full judged script, beside the short repro.py
@@ -308,7 +308,7 @@ def what_was_seen(verdict, case) -> str:
         if verdict.symptom == "accepts-invalid":  # the error is eager's: the compiled call returned
             # (the detail says more only where an eager kernel left its op's shape rule: oracles/eager_meta.py)
             why = getattr(evidence, "detail", "")
-            more = f" But {why}." if why.startswith("eager's ") else ""
+            more = f" But {why}." if eager_side(why) else ""
             return f"Eager raised {raised}; compiled returned a result.{more}"
         return f"Compiled raised {raised}"
     path, detail = getattr(evidence, "path", None), getattr(evidence, "detail", "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.dead_code import raised_only_in_dead_code
-from symfuzz.oracles.eager_meta import eager_meta_disagreement
+from symfuzz.oracles.eager_meta import eager_side_note
 from symfuzz.oracles.verdict import RaisedError, Verdict, passed
 
 
@@ -44,9 +44,7 @@ def crash_oracle(case, run) -> Verdict:
             continue
         detail = failure.get("detail", "")
         if failure["symptom"] == "accepts-invalid":
-            why = eager_meta_disagreement(run.case or case, index, run.lane)
-            if why:
-                detail = f"{why}: eager's kernel left torch's own rule before it raised, so the bug may be eager's"
+            detail = eager_side_note(run.case or case, index, run.lane) or detail
         key = script_runtime.failure_key(failure, run.output_ops)
         return Verdict(
             ok=False,

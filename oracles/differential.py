@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from symfuzz.fuzz import script_runtime
 from symfuzz.oracles.crash import fresh_compile_passed
-from symfuzz.oracles.eager_meta import eager_meta_disagreement
+from symfuzz.oracles.eager_meta import eager_side_note
 from symfuzz.oracles.verdict import OutputMismatch, Verdict, passed
 
 
@@ -35,10 +35,9 @@ def differential_oracle(case, run) -> Verdict:
                 flips.append((index, call, explained[0]))
             continue
         if diff["symptom"] == "metadata-mismatch":  # compiled follows the meta functions: is eager the one off them?
-            why = eager_meta_disagreement(run.case or case, index, run.lane)
-            if why:
-                diff = {**diff, "detail": f"{diff['detail']}; but {why}: eager left torch's own rule, "
-                                          "so the bug may be eager's"}
+            note = eager_side_note(run.case or case, index, run.lane)
+            if note:
+                diff = {**diff, "detail": f"{diff['detail']}; but {note}"}
         return _mismatch(run, index, call, diff)
     if flips:
         index, call, flip = flips[0]

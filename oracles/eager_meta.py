@@ -96,3 +96,10 @@ def eager_meta_disagreement(case, index: int, lane: str) -> str:
         pass
     return shadow.first or ""
 
+
+def eager_side_note(case, index: int, lane: str) -> str:
+    """``eager_meta_disagreement`` with its conclusion, the words a finding's detail carries
+    (``verdict.eager_side`` reads them back); "" where no eager kernel left its rule."""
+    why = eager_meta_disagreement(case, index, lane)
+    return f"{why}: eager left torch's own rule, so the bug may be eager's" if why else ""
+

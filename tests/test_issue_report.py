@@ -90,8 +90,8 @@ def test_a_finding_whose_eager_kernel_left_its_shape_rule_reads_as_eager_s_bug(t
     """Compiled returned where eager raised, but an eager kernel had left its meta function first
     (oracles/eager_meta.py): the issue names that op in eager, not the compiler, as the one at fault."""
     detail = ("eager's aten.pixel_unshuffle.default returned float32[0, 1, 9, 9] where its meta function, the shape "
-              "rule the compiler follows, gives float32[0, 9, 3, 3]: eager's kernel left torch's own rule before it "
-              "raised, so the bug may be eager's")
+              "rule the compiler follows, gives float32[0, 9, 3, 3]: eager left torch's own rule, so the bug may "
+              "be eager's")
     finding = _finding("accepts-invalid", RaisedError(error={"type": "builtins.RuntimeError",
                                                              "message": "pixel_shuffle expects ..."}, detail=detail))
     path = tmp_path / "finding.json"
