@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, assert_short_repro, planted_env
+from conftest import ROOT, planted_env
 
 
 def symfuzz(args, env_extra, timeout=600):
@@ -23,23 +23,8 @@ def findings(out, symptom):
     return [json.loads(p.read_text()) for p in sorted((out / "findings").glob(f"{symptom}-*/finding.json"))]
 
 
-def test_segfaulting_worker_is_recorded_and_the_campaign_continues(tmp_path):
-    out = tmp_path / "out"
-    proc = symfuzz(
-        ["--lane", "eager", "--ops", "cos,add,mul", "--max-ops", "3", "--max-cases", "5", "--jobs", "1",
-         "--budget", "8m", "--confirm-timeout", "120s", "--out", str(out)],
-        planted_env("segfault-cos"),
-    )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    stats = json.loads((out / "stats.json").read_text())
-    assert stats["programs"]["generated"] == 5  # every case got its turn after the crashes
-    deaths = findings(out, "process-death")
-    assert len(deaths) == 1, proc.stdout + proc.stderr
-    death = deaths[0]
-    assert death["verdict"]["evidence"]["cause"] == "SIGSEGV"
-    assert "torch.cos" in json.dumps(death["case"]["program"]) or "cos" in str(death["case"]["program"])
-    assert death["confirmation"]["status"] == "reproduced"  # it died again in a fresh process
-    assert_short_repro(out / "findings" / death["signature"], death, most_lines=80)  # three ops at most
+# A worker that segfaults is recorded and the campaign goes on: the local executor's run of
+# test_ray_executor.py (the same plant, beside the Ray run) shows it (test_local_worker_that_segfaults_...).
 
 
 @pytest.mark.slow

@@ -76,6 +76,10 @@ def accepted_then_another(tmp: Path, plants: str, symptom: str, first_ops: str, 
     return known, new, same
 
 
+# Three campaigns (about a minute), like the hang and gradient variants below: slow. The default
+# tier keeps both halves: deaths in two places have two signatures (test_signatures.py), and the gate
+# holds a known signature known and fails on a new one (test_ci_gate.py, and the re-signing test below).
+@pytest.mark.slow
 def test_a_baseline_that_accepts_one_segfault_stays_red_for_another(tmp_path):
     """segfault-cos dies while compiling, segfault-exp-at-run in the compiled forward: both SIGSEGV.
     The accepted death, met again in other programs (another seed), is still known."""

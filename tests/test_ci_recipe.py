@@ -88,6 +88,11 @@ def run_matrix(argvs: list[list[str]], env: dict, cwd: Path, at_once: int = 2) -
     return done
 
 
+# Nine symfuzz runs (about 70 s): slow, for the default suite's time. What each step does is in
+# the default tier: new findings fail and accepted ones are known on the next run, with the corpus
+# replayed first (test_ci_gate.py), shards merged equal the unsharded run (test_merge.py), and the
+# recipe still has these jobs and steps (test_the_recipe_has_the_jobs_the_issue_asks_for).
+@pytest.mark.slow
 def test_the_pull_request_job_runs_end_to_end(tmp_path):
     steps = recipe_steps()
     env = recipe_env(tmp_path)

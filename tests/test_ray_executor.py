@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, once_per_session, planted_env
+from conftest import ROOT, assert_short_repro, once_per_session, planted_env
 from symfuzz.corpus.inductor_cache import fresh_cache
 
 # Seed 2 draws cos in case 0 (the plant segfaults the worker) and tanh in case 1 (the plant
@@ -86,6 +86,19 @@ def test_ray_worker_that_segfaults_is_recorded_and_replaced(ray_and_local):
     assert stats["programs"]["generated"] == 4  # every case got its turn after the crash
     # The slot's replacement is a fresh actor; its log goes on in the same file on the driver.
     assert sorted(p.name for p in (out / "workers").iterdir()) == ["ray-worker-0.log", "ray-worker-1.log"]
+
+
+def test_local_worker_that_segfaults_is_recorded_and_the_campaign_continues(ray_and_local):
+    """The local executor's run beside the Ray one (the campaign of the fixture): its worker dies
+    of the planted segfault, the death is a confirmed finding with a short repro, and every case
+    still gets its turn."""
+    out, run = ray_and_local["local"]
+    death = finding(out, "process-death")
+    assert death["verdict"]["evidence"]["cause"] == "SIGSEGV"
+    assert "cos" in json.dumps(death["case"]["program"])
+    assert death["confirmation"]["status"] == "reproduced"  # it died again in a fresh process
+    assert json.loads((out / "stats.json").read_text())["programs"]["generated"] == 4
+    assert_short_repro(out / "findings" / death["signature"], death, most_lines=80)  # three ops at most
 
 
 def test_ray_campaign_gathers_its_output_on_the_driver(ray_and_local):
