@@ -9,7 +9,8 @@ distinct features reached (total and per family: ``symfuzz.coverage``; how many 
 case reached; those of the families that steer guidance, ``case_source.STEERING_FAMILIES``), programs,
 checked calls, checked calls per CPU-minute and per compile, the shares of worker time
 the oracles and symfuzz's own overhead took, the guided run's mutants and how many of
-them reached something new, and confirmed findings (fresh-process confirmation is on
+them reached something new, the new features each kind of case (fresh, steered, mutant) reached
+per minute of its own worker time, and confirmed findings (fresh-process confirmation is on
 unless --no-confirm; it runs beside the workers and on past the budget, and its time
 counts in the CPU-minutes: a run whose cases find more bugs pays for confirming them).
 The last line is the ratio of distinct features, on to off.
@@ -48,6 +49,11 @@ def measure(guidance: float, args) -> dict:
         return outcome.stats
 
 
+def per_minute(guided: dict, kind: str) -> float:
+    seconds = (guided.get("seconds_by_kind") or {}).get(kind, 0.0)
+    return round(60.0 * (guided.get("new_features_by_kind") or {}).get(kind, 0) / seconds, 1) if seconds else 0.0
+
+
 def rows(stats: dict) -> dict:
     features, guided = stats.get("features") or {}, stats.get("guidance") or {}
     reached = features.get("reached") or {}
@@ -69,6 +75,11 @@ def rows(stats: dict) -> dict:
         "steered draws": guided.get("steered", 0),
         "  reaching something new ": guided.get("steered_with_new_features", 0),
         "fresh draws reaching something new": guided.get("fresh_with_new_features", 0),
+        # What each kind of case reached first per minute of its own worker time: whether the
+        # guided kinds pay for their share (a kind with no cases in the run shows 0).
+        "new features/CPU-min, fresh draws": per_minute(guided, "fresh"),
+        "  steered draws": per_minute(guided, "steered"),
+        "  mutants": per_minute(guided, "mutant"),
         "confirmed findings": stats["findings"]["confirmed"],
         "wall seconds": stats["wall_seconds"],
     })

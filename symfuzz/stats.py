@@ -20,6 +20,9 @@ from symfuzz.settings import CampaignConfig
 from symfuzz.stats_schema import section as stats_section
 
 MOTIF_PREFIX = "motif:"
+# Per kind of generated case (fresh, steered, mutant): the new features its cases reached first,
+# and the worker seconds they took, in the counts (so --resume carries them), under prefixes.
+KIND_FEATURES_PREFIX, KIND_SECONDS_PREFIX = "kind-features:", "kind-seconds:"
 RECOMPILE_PREFIX = "recompile-class:"
 
 
@@ -74,6 +77,8 @@ class Stats:
             c["steered_cases"] += kind == "steered"
             c[{"mutant": "mutants_with_new", "steered": "steered_with_new", "fresh": "fresh_with_new"}[kind]] += \
                 bool(self.new_features)
+            c[KIND_FEATURES_PREFIX + kind] += len(self.new_features)
+            c[KIND_SECONDS_PREFIX + kind] += round(result.total_seconds, 3)
         c["programs_valid"] += result.valid
         c["programs_compiled"] += result.compiled
         c["programs_called"] += result.calls > 0
@@ -188,7 +193,11 @@ class Stats:
                                       if k.startswith(RECOMPILE_PREFIX)}}),
             "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
             "features": self.coverage.to_json(),
-            "guidance": stats_section("guidance", c, {}),
+            "guidance": stats_section("guidance", c, {
+                "new_features_by_kind": {k[len(KIND_FEATURES_PREFIX):]: v for k, v in sorted(c.items())
+                                         if k.startswith(KIND_FEATURES_PREFIX)},
+                "seconds_by_kind": {k[len(KIND_SECONDS_PREFIX):]: round(v, 3) for k, v in sorted(c.items())
+                                    if k.startswith(KIND_SECONDS_PREFIX)}}),
             "findings": extra,
             "time_seconds": {k: round(v, 2) for k, v in tracked.items()},
             "throughput": throughput(c["programs_generated"], c["calls_checked"], c["guard_regions_covered"],

@@ -59,6 +59,10 @@ SECTIONS = {
         "steered": (COUNT, "steered_cases"),  # generated cases drawn steered toward the least-used ops
         "steered_with_new_features": (COUNT, "steered_with_new"),
         "fresh_with_new_features": (COUNT, "fresh_with_new"),  # fresh draws that reached something new
+        # Per kind of generated case (fresh, steered, mutant): the features its cases reached first,
+        # and the worker seconds they took: what each kind reaches per CPU-second (benchmarks/features.py).
+        "new_features_by_kind": (COUNTS, None),
+        "seconds_by_kind": (COUNTS, None),
     },
 }
 

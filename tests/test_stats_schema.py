@@ -70,3 +70,28 @@ def test_a_computed_value_the_schema_does_not_declare_is_refused():
         section("programs", Counter(), {"validity_rate": 1.0, "bogus": 2})
     with pytest.raises(KeyError, match="validity_rate"):
         section("programs", Counter(), {})
+
+
+def test_each_kind_of_generated_case_counts_the_features_it_reached_first_and_its_seconds(monkeypatch):
+    """stats.json guidance: what each kind (fresh, steered, mutant) reached first, and the worker
+    seconds its cases took (benchmarks/features.py divides them); a corpus replay is no kind."""
+    from symfuzz.messages import CaseResult
+
+    monkeypatch.setattr("symfuzz.stats.environment", lambda: {})
+    config = SimpleNamespace(jobs=1, seed=0, lane=SimpleNamespace(name="eager"), max_cases=None, shard=None,
+                             executor="local", budget=60.0, settings=SimpleNamespace(to_json=dict))
+    stats = Stats(config)
+    origins = {"fresh": {}, "steered": {"steered": {"ops": ["add"]}}, "mutant": {"mutant": {"edit": "op"}}}
+
+    def finish(index, kind, reached, seconds):
+        result = CaseResult(valid=True, reached=reached, case={"origin": origins[kind]}, total_seconds=seconds)
+        stats.add_result(index, result, [])
+
+    finish(0, "fresh", {"guard": ["s <= c", "Eq(s,c)"]}, 2.0)
+    finish(1, "steered", {"guard": ["s <= c"], "index": ["FloorDiv[symbolic-divisor]"]}, 3.0)  # one new
+    finish(2, "mutant", {"guard": ["Eq(s,c)"]}, 1.5)  # nothing new
+    finish(3, "fresh", {"lowering": ["lowered:aten.add.Tensor"]}, 4.0)
+    finish("corpus:abc", "steered", {"assert": ["Eq(u,c)"]}, 9.0)  # a replay: counted in no kind
+    guided = stats.to_json(10.0, {})["guidance"]
+    assert guided["new_features_by_kind"] == {"fresh": 3, "steered": 1, "mutant": 0}
+    assert guided["seconds_by_kind"] == {"fresh": 6.0, "steered": 3.0, "mutant": 1.5}
