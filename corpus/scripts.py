@@ -196,7 +196,7 @@ def _render_symbolic_repro(finding, case) -> str:
 def _dead_code_context(finding) -> dict:
     """The calls the crash oracle passed over (eager raised only in dead code: ``oracles.crash.
     dead_code_calls``), for the judge to pass over too; {} where there are none."""
-    dead = (getattr(finding, "triage", None) or {}).get("dead_code_calls")
+    dead = (finding.triage or {}).get("dead_code_calls")
     return {"dead_code_calls": sorted(dead)} if dead else {}
 
 

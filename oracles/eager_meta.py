@@ -102,4 +102,3 @@ def eager_side_note(case, index: int, lane: str) -> str:
     (``verdict.eager_side`` reads them back); "" where no eager kernel left its rule."""
     why = eager_meta_disagreement(case, index, lane)
     return f"{why}: eager left torch's own rule, so the bug may be eager's" if why else ""
-
