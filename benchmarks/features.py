@@ -2,9 +2,10 @@
 """Guidance off against guidance on: the compiler features a campaign reaches in the same budget.
 
 For a fixed seed, lane, budget and number of workers, runs one campaign with every
-generated case a fresh draw (``--guidance 0``, a campaign's default) and one with guidance on:
-a share of the cases (``--guidance``, here 0.5 unless given) mutants of cases that reached a new
-compiler feature or draws steered toward the least-used ops (``symfuzz.case_source``), one after the other in this process, and prints for each:
+generated case a fresh draw (``--guidance 0``, a campaign's default) and one with guidance
+on: a share of the cases (``--guidance``, here 0.5 unless given) mutants of cases that reached
+a new compiler feature or draws steered toward the least-used ops (``symfuzz.case_source``),
+one after the other in this process, and prints for each:
 distinct features reached (total and per family: ``symfuzz.coverage``; how many only one
 case reached; those of the families that steer guidance, ``case_source.STEERING_FAMILIES``), programs,
 checked calls, checked calls per CPU-minute and per compile, the shares of worker time
