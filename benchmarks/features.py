@@ -49,9 +49,9 @@ from symfuzz.settings import CampaignConfig  # noqa: E402
 GUIDED_SHARE = 0.5
 
 
-def measure(guidance: float, args, budget: float = 0.0) -> dict:
+def measure(guidance: float, budget: float, args) -> dict:
     with tempfile.TemporaryDirectory(prefix="symfuzz-features-") as tmp:
-        config = CampaignConfig(out=Path(tmp), lane=get_lane(args.lane), budget=budget or args.budget, seed=args.seed,
+        config = CampaignConfig(out=Path(tmp), lane=get_lane(args.lane), budget=budget, seed=args.seed,
                                 jobs=args.jobs, confirm=not args.no_confirm, quiet=True, guidance=guidance)
         with contextlib.redirect_stdout(io.StringIO()):  # the app's summary: the table below says it
             outcome = run_fuzz(config)
@@ -116,9 +116,9 @@ def main() -> int:
     print(f"symfuzz features: lane {args.lane}, seed {args.seed}, {args.jobs} workers, {args.budget:.0f}s each; "
           f"guidance off, then on ({args.guidance})"
           + (f", then off for {args.ceiling:g}x the budget" if args.ceiling else ""), file=sys.stderr, flush=True)
-    columns = {"off": rows(measure(0.0, args)), "on": rows(measure(args.guidance, args))}
+    columns = {"off": rows(measure(0.0, args.budget, args)), "on": rows(measure(args.guidance, args.budget, args))}
     if args.ceiling:
-        columns[f"off, {args.ceiling:g}x"] = rows(measure(0.0, args, args.budget * args.ceiling))
+        columns[f"off, {args.ceiling:g}x"] = rows(measure(0.0, args.budget * args.ceiling, args))
     off, on = columns["off"], columns["on"]
     width = max(len(k) for column in columns.values() for k in column)
     print(f"{'':{width}}" + "".join(f"  {name:>10}" for name in columns))
