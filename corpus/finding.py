@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Optional
 
 from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.model_case import check_model_case, is_model_case
 from symfuzz.oracles.verdict import Verdict
 
 # The format of finding.json. The verdict's evidence became typed records without
@@ -165,7 +166,10 @@ def check_case(data, what: str = "finding") -> None:
     """FindingFormatError unless ``data`` is a case this symfuzz can parse (``Case.from_json``);
     ``what`` holds it (the message says it is not a ``what`` symfuzz wrote)."""
     try:
-        Case.from_json(data)
+        if is_model_case(data):
+            check_model_case(data)
+        else:
+            Case.from_json(data)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # untrusted JSON: whatever shape error the case's own parser meets is this one line
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
@@ -194,6 +198,11 @@ def _environment() -> dict:
         env["symfuzz"] = version("symfuzz")
     except Exception:  # noqa: BLE001 - running from a checkout
         env["symfuzz"] = None
+    try:
+        # optional: the model source's library, read from its metadata (importing it takes seconds)
+        env["transformers"] = version("transformers")
+    except Exception:  # noqa: BLE001 - not installed
+        env["transformers"] = None
     return env
 
 

@@ -46,6 +46,8 @@ from symfuzz.corpus.deaths import ENABLE_LINES as STACK_DUMP_LINES
 from symfuzz.corpus.deaths import cause_of, place_from_evidence
 from symfuzz.corpus.linker import PROJECT, Helpers, function_body, module_body
 from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
+from symfuzz.fuzz.model_case import ARCHS, is_model_case, schedule_lines
+from symfuzz.oracles.verdict import error_headline
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_INVALID = 0, 1, 2
 
@@ -200,8 +202,66 @@ def _dead_code_context(finding) -> dict:
     return {"dead_code_calls": sorted(dead)} if dead else {}
 
 
+MODEL_RUNTIME = "symfuzz.fuzz.model_runtime"
+MODEL_BODY = "symfuzz.corpus.body_model"
+
+
+def render_model_repro(finding) -> str:
+    """A model finding's repro: the architecture, its config and the calls first, then the
+    judging the campaign did; it needs torch and transformers only."""
+    case, verdict, lane = finding.case, finding.verdict, finding.lane
+    config_class, model_class, _ = ARCHS[case["arch"]]
+    schedule = "\n".join(f"  {line}" for line in schedule_lines(case["calls"], verdict.call_index))
+    evidence = verdict.evidence.to_json() if verdict.evidence is not None else {}
+    what = evidence.get("detail") or error_headline((evidence.get("error") or {}).get("message"))
+    about = (f"{case['arch']}: transformers.{model_class}({config_class}(**CONFIG)), random weights (seed "
+             f"{case['seed']}), {case.get('dtype', 'float32')}, attention {case.get('attn', 'eager')}; "
+             f"torch.compile(model, backend={lane.get('backend')!r}, dynamic={case.get('dynamic')!r}) on lane "
+             f"{lane['name']}.\nAt call {verdict.call_index}: {what}\nThe calls (each to the one compiled model):\n"
+             f"{schedule}\n\nFound with torch {finding.environment.get('torch')} and transformers "
+             f"{finding.environment.get('transformers')}. Run it with plain `python repro.py` (torch and transformers "
+             f"only): exit {EXIT_REPRODUCED} while the bug is present, {EXIT_FIXED} once it is fixed.")
+    head = prelude(f"{verdict.symptom} in {case['arch']} at call {verdict.call_index} [{verdict.signature}]",
+                   about, env=lane.get("env") or {})
+    configure = []
+    if lane.get("setup") == "triton-interpreter":
+        configure.append("enable_triton_interpreter()")
+    if lane.get("config"):
+        configure.append("import torch._inductor.config as inductor_config")
+        for key, value in sorted(lane["config"].items()):
+            configure.append(f"if hasattr(inductor_config, {key!r}):")
+            configure.append(f"    inductor_config.{_attribute(key)} = {value!r}")
+    helpers = Helpers().module(MODEL_RUNTIME)
+    if lane.get("setup") == "triton-interpreter":
+        helpers.module(TRITON_CPU)
+    rest = {k: v for k, v in case.items() if k not in ("kind", "arch", "config", "calls", "origin")}
+    calls = "[\n" + "".join(f"    {_literal(c)},\n" for c in case["calls"]) + "]"
+    body = module_body(MODEL_BODY, {
+        **_CONSTANTS,
+        "SLOT_ARCH": repr(case["arch"]),
+        "SLOT_CLASSES": repr((config_class, model_class)),
+        "SLOT_CONFIG": _literal(case["config"]),
+        "SLOT_CALLS": calls,
+        "SLOT_CASE": _literal(rest),
+        "SLOT_LANE": repr(lane["name"]),
+        "SLOT_BACKEND": repr(lane.get("backend")),
+        "SLOT_MODE": repr(lane.get("mode")),
+        "SLOT_DEVICE": repr(lane.get("device", "cpu")),
+        "SLOT_SIGNATURE": repr(verdict.signature),
+        "SLOT_CONFIGURE": "\n".join(configure or ["pass"]),
+    })
+    return _main_script(head, body, helpers)
+
+
+def _literal(value) -> str:
+    """A checked case's JSON value as Python source (true/false/null as True/False/None)."""
+    return repr(json.loads(json.dumps(value, sort_keys=True)))
+
+
 def render_repro(finding) -> str:
     """The judged repro of a fuzz finding, from its JSON alone (``Finding``)."""
+    if is_model_case(finding.case):
+        return render_model_repro(finding)
     # Deferred: the lanes import torch, z3 and torch._dynamo, which opcheck, rendering its snippets
     # here, does not need.
     from symfuzz.fuzz.case import Case  # (deferred: see above)

@@ -34,6 +34,7 @@ from typing import Optional
 
 from symfuzz.corpus.scripts import Helpers, compile_config_lines, docstring_text, mark_lines, what_failed
 from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.model_case import is_model_case
 from symfuzz.fuzz.ir import PRELUDE as PROGRAM_GLOBALS
 from symfuzz.fuzz.ir import EffectNode
 from symfuzz.fuzz.size_forms import required_config
@@ -85,6 +86,8 @@ def render_short(finding, minified: bool = False, caveat: str = "") -> Optional[
     """The short repro of a fuzz finding (``corpus.finding.Finding``; ``minified``: the minifier's
     smallest case of one), or None where it needs the judge. ``caveat``: a paragraph for its docstring."""
     verdict, lane = finding.verdict, finding.lane
+    if is_model_case(finding.case):
+        return None  # a model finding's repro.py is short already: the architecture, its config, the calls
     case = Case.from_json(finding.case)
     if not shown_plainly(verdict, lane, case):
         return None

@@ -22,6 +22,7 @@ SYMPTOMS = (
     "unsound-guard",  # a reused graph is wrong for the new shape; a fresh compile is right
     "over-specialization",  # a dim marked dynamic was specialized without the program asking
     "excess-recompiles",
+    "lost-dynamism",  # the graph after a graph break was compiled with static sizes, and recompiles at each new size
     "unsound-recompile",  # a guard manager accepted a call, and the frame recompiled at it anyway
     "fake-real-mismatch",
     "timeout",
@@ -122,7 +123,7 @@ class OutputMismatch(Evidence):
 class ExcessRecompile(Evidence):
     """A call that every modelled guard of the cached graph lets through recompiled anyway."""
 
-    SYMPTOMS: ClassVar[tuple] = ("excess-recompiles",)
+    SYMPTOMS: ClassVar[tuple] = ("excess-recompiles", "lost-dynamism")
 
     detail: str
     recompile_reason: str  # Dynamo's reason for the recompile, normalized

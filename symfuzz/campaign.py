@@ -94,7 +94,7 @@ class Campaign:
         self.events: queue.Queue = queue.Queue()
         self.cases = CaseSource(config, self.stats, self.progress)
         self.confirmation = Confirmation(config, self.stats, self.summary, self.progress,
-                                         on_confirmed=self.cases.finding_to_corpus)
+                                         on_confirmed=self._confirmed)
         self.respawns = 0
         self.spawned: list = []  # the workers started and not yet closed
         self.interrupted = False
@@ -419,6 +419,10 @@ class Campaign:
         elif isinstance(event, Result):
             self._finished(worker, event.index, event.body)
         return workers
+
+    def _confirmed(self, finding: Finding) -> None:
+        self.stats.count_finding(finding)
+        self.cases.finding_to_corpus(finding)
 
     def _finished(self, worker: Worker, index, result: CaseResult) -> None:
         """Count a finished case, keep what it reached, and pass its failure on to be confirmed."""

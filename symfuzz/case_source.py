@@ -38,6 +38,7 @@ from typing import Optional
 
 from symfuzz.corpus.case_corpus import CaseCorpus
 from symfuzz.corpus.finding import Finding, environment
+from symfuzz.fuzz.model_case import is_model_case
 from symfuzz.coverage import family_of, feature_keys, guide_kind
 from symfuzz.messages import CORPUS_PREFIX, CaseResult, is_corpus_index
 from symfuzz.progress import Progress
@@ -237,8 +238,8 @@ class CaseSource:
     def add_to_corpus(self, case: Optional[dict], index, result: CaseResult, new_features=()) -> None:
         """Keep a finished case that reached something no earlier case of this run did
         (``new_features``: the compiler features it reached first, ``Stats.new_features``)."""
-        if not case:
-            return
+        if not case or is_model_case(case):
+            return  # a model case is no program: no mutant, no op counts; the case corpus holds programs
         self._credit_parent(index, case, new_features)
         kind = guide_kind(case)
         if isinstance(index, int) and kind != "fresh":
@@ -277,6 +278,6 @@ class CaseSource:
         if sig in self.replayed_candidates:
             if sig not in self.stats.replay["signatures"]:
                 self.stats.replay["signatures"].append(sig)
-        elif self.corpus is not None and finding.case:
+        elif self.corpus is not None and finding.case and not is_model_case(finding.case):
             self.corpus.add(finding.case, self.config.lane.name, [f"finding:{sig}"], environment().get("torch"),
                             features=finding.features)

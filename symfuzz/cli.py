@@ -18,6 +18,7 @@ from symfuzz.corpus.replay import replay_finding
 from symfuzz.corpus.finding import FindingFormatError, check_case
 from symfuzz.corpus.store import scan_findings
 from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.model_case import ARCHS, model_source_description, model_source_unavailable_reason, unsupported_lane_reason
 from symfuzz.fuzz.specs import all_specs
 from symfuzz.exit_codes import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE
 from symfuzz.fuzz_run import GateOptions, run_fuzz, write_report_files
@@ -121,6 +122,8 @@ def cmd_lanes(args) -> int:
     print(f"{'lane':<{width}}  available  notes")
     for name, ok, note in rows:
         print(f"{name:<{width}}  {ok:<9}  {note}")
+    print()
+    print(model_source_description())
     return EXIT_OK
 
 
@@ -157,6 +160,10 @@ def cmd_fuzz(args) -> int:
         raise UsageError("--ray-address is for --executor ray")
     if args.executor == "ray":
         _check_ray()
+    if "models" in args.source:
+        why = unsupported_lane_reason(lane) or model_source_unavailable_reason()
+        if why:
+            raise UsageError(f"--source {args.source} cannot run here: {why}")
     gen_config = {"max_ops": args.max_ops, "translation_validation_rate": args.translation_validation}
     if args.module_rate is not None:
         gen_config["module_rate"] = args.module_rate
@@ -172,6 +179,17 @@ def cmd_fuzz(args) -> int:
         if unknown:
             raise UsageError(f"unknown op(s) {', '.join(unknown)}; `symfuzz ops` lists the {len(known)} known ones")
         gen_config["ops"] = names
+    models = ()
+    if args.models is not None:
+        if "models" not in args.source:
+            raise UsageError("--models picks architectures of the model source: add --source models "
+                             "(or random,models)")
+        archs = [n.strip() for n in args.models.split(",") if n.strip()]
+        unknown = [n for n in archs if n not in ARCHS]
+        if not archs or unknown:
+            raise UsageError(f"unknown architecture(s) {', '.join(unknown) or repr(args.models)}; known: "
+                             f"{', '.join(ARCHS)}")
+        models = tuple(archs)
     writable_folder(args.out, "--out")  # before the campaign: a read-only --out fails here, not mid-run
     config = CampaignConfig(
         out=args.out,
@@ -196,6 +214,8 @@ def cmd_fuzz(args) -> int:
         resume=args.resume,
         reuse_calls=args.reuse_calls,
         guidance=args.guidance,
+        source=args.source,
+        models=models,
         throughput_settings=not args.no_throughput_settings,
         guard_planning=not args.no_guard_planning,
     )

@@ -18,7 +18,7 @@ from symfuzz.corpus.baseline import DEFAULT_BASELINE
 from symfuzz.exit_codes import EXIT_OK, EXIT_USAGE
 from symfuzz.gate import POLICIES
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
-from symfuzz.settings import CASE_TIMEOUT_FLOOR, GUIDANCE, REUSE_CALLS
+from symfuzz.settings import CASE_TIMEOUT_FLOOR, GUIDANCE, REUSE_CALLS, parse_source
 
 
 FUZZ_EXIT_CODES = """\
@@ -65,6 +65,13 @@ def fail_on_choice(text: str) -> str:
     if text not in POLICIES:
         raise argparse.ArgumentTypeError(f"must be one of {', '.join(POLICIES)}, got {text!r}")
     return text
+
+
+def source_choice(text: str) -> str:
+    try:
+        return parse_source(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def shard_spec(text: str) -> tuple[int, int]:
@@ -341,6 +348,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="share of generated cases that are guided: mutants of earlier cases that reached a "
                            "compiler feature no case before them did, or draws steered toward the ops the run used "
                            f"least (0-1; default {GUIDANCE}; 0: every case a fresh draw)")
+    fuzz.add_argument("--source", type=source_choice, default="random", metavar="SOURCE",
+                      help="where generated cases come from: random (random programs), models (small randomly "
+                           "initialised real architectures from transformers, called at the sizes users change: "
+                           "sequence lengths, padding, KV-cache decoding, training steps), or random,models "
+                           "(each case one or the other, half and half); default random. `symfuzz lanes` says whether "
+                           "the model source can run here")
+    fuzz.add_argument("--models", default=None, metavar="ARCHS",
+                      help="with --source models: only these architectures (comma-separated; `symfuzz lanes` lists "
+                           "them); default every one")
     fuzz.add_argument("--no-throughput-settings", action="store_true",
                       help="workers keep Inductor's default compile settings (a compile subprocess pool each) and wait "
                            "idle for the canary (the earlier method, for comparison)")

@@ -423,6 +423,8 @@ def merge_stats(sources: list[Source], shards: bool, duplicates: int) -> dict:
     take("throughput", throughput(programs.get("generated", 0), calls.get("checked", 0), guards.get("regions_covered", 0),
                                   out["wall_seconds"], total))
     take("motifs", dict(sorted(_sum_dicts(s.stats.get("motifs") or {} for s in sources).items())))
+    archs = sorted({a for s in sources for a in (s.stats.get("models") or {})})
+    take("models", {a: _sum_dicts((s.stats.get("models") or {}).get(a) or {} for s in sources) for a in archs})
     oracle_seconds = _sum_dicts(s.stats.get("oracle_seconds") or {} for s in sources)
     take("oracle_seconds", {k: round(v, 2) for k, v in sorted(oracle_seconds.items())})
     take("features", merged_features(s.stats.get("features") or {} for s in sources))

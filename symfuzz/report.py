@@ -177,7 +177,7 @@ STATS_TYPES = {
     "programs": dict, "calls": dict, "guards": dict, "ops": dict, "time_seconds": dict, "time_share": dict,
     "findings": dict, "replay": dict, "health": dict, "environment": dict, "canary": dict, "shard": dict,
     "lane": (str, list), "seed": (int, list), "seeds": list, "jobs": int, "max_cases": int,
-    "distinct_ops": int, "indices": list, "executor": str, "motifs": dict, "throughput": dict, "features": dict,
+    "distinct_ops": int, "indices": list, "executor": str, "motifs": dict, "models": dict, "throughput": dict, "features": dict,
     "guidance": dict, "oracle_seconds": dict,
     "wall_seconds": _NUMBER, "wall_seconds_total": _NUMBER, "budget_seconds": _NUMBER,
 }

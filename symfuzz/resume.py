@@ -38,7 +38,7 @@ _FLAGS = {"seed": "--seed", "lane": "--lane", "shard": "--shard",
           "gen_config": "--ops/--max-ops/--translation-validation/--module-rate/--gradient-share",
           "guard_planning": "--no-guard-planning", "reuse_calls": "--reuse-calls", "guidance": "--guidance",
           "torch": "torch",
-          "confirm": "--no-confirm"}
+          "confirm": "--no-confirm", "source": "--source", "models": "--models"}
 
 
 def check_out_folder(config, torch_version: Optional[str]) -> Optional[dict]:
@@ -62,6 +62,7 @@ def check_out_folder(config, torch_version: Optional[str]) -> Optional[dict]:
     # A state from before the settings record holds no reuse_calls: not compared.
     # A state from before guidance ran every case fresh: guidance 0.
     theirs = {"guidance": 0.0, **theirs} if "reuse_calls" in theirs else theirs
+    theirs = {"source": "random", "models": [], **theirs}  # a state from before the model source drew random programs only
     different = [key for key in mine if theirs.get(key) != mine[key]
                  and (key in theirs or key not in ("reuse_calls", "guidance"))]
     if different:

@@ -11,6 +11,7 @@ stats.json shows it under "settings", and ``--resume`` compares the part that fi
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -47,6 +48,31 @@ REUSE_CALLS = 3
 # draws kept reaching new guard texts (343 against 239), at 2.1x the checked calls per CPU-minute.
 GUIDANCE = 0.0
 
+# Where generated cases come from: "random" programs (fuzz/generate.py), "models" (real
+# architectures from transformers, fuzz/model_draw.py), or both, each case i drawing which from
+# (seed, i) with MODEL_SHARE the share of model cases.
+SOURCES = ("random", "models")
+MODEL_SHARE = 0.5
+
+
+def parse_source(text: str) -> str:
+    """``--source``'s value in its one spelling ("random", "models" or "random,models"), or
+    ValueError saying what is accepted."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    unknown = [p for p in parts if p not in SOURCES]
+    if not parts or unknown:
+        raise ValueError(f"unknown source {', '.join(unknown) or repr(text)}: use random, models or random,models")
+    return ",".join(s for s in SOURCES if s in parts)
+
+
+def source_of(source: str, seed: int, index: int) -> str:
+    """Which source generated case ``index`` comes from: a pure function of the run's source
+    setting, the seed and the index."""
+    kinds = source.split(",")
+    if len(kinds) == 1:
+        return kinds[0]
+    return "models" if random.Random(f"symfuzz-source:{seed}:{index}").random() < MODEL_SHARE else "random"
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -63,13 +89,17 @@ class RunSettings:
     case_timeout: float = 180.0
     memory_limit_mb: int = 6144
     confirm: bool = True
+    source: str = "random"  # where generated cases come from (SOURCES, parse_source)
+    models: tuple = ()  # the model source's architectures (empty: all of fuzz.model_case.ARCHS)
 
     # The keys that fix case i and the checks made on it: a resumed run must match them.
-    IDENTITY = ("seed", "lane", "shard", "gen_config", "guard_planning", "reuse_calls", "guidance", "confirm")
+    IDENTITY = ("seed", "lane", "shard", "gen_config", "guard_planning", "reuse_calls", "guidance", "confirm",
+                "source", "models")
 
     def to_json(self) -> dict:
         data = asdict(self)
         data["shard"] = list(self.shard) if self.shard else None
+        data["models"] = list(self.models)
         # sorted and plain: the same settings always give the same text
         data["gen_config"] = json.loads(json.dumps(self.gen_config, sort_keys=True))
         return data
@@ -79,6 +109,7 @@ class RunSettings:
         data = dict(data)
         if data.get("shard") is not None:
             data["shard"] = tuple(data["shard"])
+        data["models"] = tuple(data.get("models") or ())
         return cls(**data)
 
     def identity(self) -> dict:
@@ -130,6 +161,10 @@ class CampaignConfig:
     # The share of generated cases that are guided: mutants of cases that reached a new feature, or
     # draws steered toward the least-used ops (--guidance).
     guidance: float = GUIDANCE
+    # Where generated cases come from: "random", "models" or "random,models" (--source), and the
+    # model source's architectures (--models; empty: all).
+    source: str = "random"
+    models: tuple = ()
 
     @property
     def settings(self) -> RunSettings:
@@ -138,7 +173,8 @@ class CampaignConfig:
                            guard_planning=self.guard_planning, reuse_calls=self.reuse_calls,
                            guidance=self.guidance, shard=self.shard,
                            max_cases=self.max_cases, case_timeout=self.case_timeout,
-                           memory_limit_mb=self.memory_limit_mb, confirm=self.confirm)
+                           memory_limit_mb=self.memory_limit_mb, confirm=self.confirm, source=self.source,
+                           models=tuple(self.models))
 
 
 def shard_indices(shard: Optional[tuple[int, int]], max_cases: Optional[int]):

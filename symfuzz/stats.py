@@ -24,6 +24,20 @@ MOTIF_PREFIX = "motif:"
 # and the worker seconds they took, in the counts (so --resume carries them), under prefixes.
 KIND_FEATURES_PREFIX, KIND_SECONDS_PREFIX = "kind-features:", "kind-seconds:"
 RECOMPILE_PREFIX = "recompile-class:"
+# Per architecture of the model source (stats.json "models"): cases, calls made and checked, graphs
+# compiled, the model's own recompiles noted, findings confirmed; in the counts under this prefix.
+MODEL_PREFIX = "model:"
+MODEL_COUNTS = ("cases", "calls", "checked", "graphs", "recompiles", "notes", "candidates", "findings")
+
+
+def model_table(counts) -> dict:
+    """stats.json's "models" section from the counts: architecture -> MODEL_COUNTS."""
+    table: dict = {}
+    for key, value in sorted(counts.items()):
+        if key.startswith(MODEL_PREFIX):
+            arch, _, what = key[len(MODEL_PREFIX):].rpartition(":")
+            table.setdefault(arch, dict.fromkeys(MODEL_COUNTS, 0))[what] = value
+    return table
 
 
 class Stats:
@@ -106,6 +120,12 @@ class Stats:
         c["programs_with_gradients"] += features.get("gradient_calls", 0) > 0
         c["programs_with_scalar_inputs"] += bool(features.get("scalar_inputs"))
         c["programs_with_modules"] += bool(features.get("module"))
+        arch = features.get("architecture")
+        if arch:
+            for what, value in (("cases", 1), ("calls", result.calls), ("checked", result.checked),
+                                ("graphs", sum(g for g in result.graphs if g > 0)), ("recompiles", result.recompiles),
+                                ("notes", len(features.get("notes") or [])), ("candidates", bool(verdicts))):
+                c[f"{MODEL_PREFIX}{arch}:{what}"] += value
         # Per-motif counts ride in the counts (so --resume carries them), under a prefix.
         c.update(MOTIF_PREFIX + str(m) for m in features.get("motifs") or [])
         for name, count in (guards.get("recompile_classes") or {}).items():
@@ -117,6 +137,12 @@ class Stats:
         for verdict in verdicts:
             if verdict.symptom == "over-specialization":
                 c["over_specializations"] += 1
+
+    def count_finding(self, finding) -> None:
+        """A confirmed finding: counted under its architecture, for a model case's."""
+        arch = (finding.case or {}).get("arch") if (finding.case or {}).get("kind") == "model" else None
+        if arch:
+            self.counts[f"{MODEL_PREFIX}{arch}:findings"] += 1
 
     def count_index(self, index) -> None:
         """Record a finished case: a generated index, or a corpus replay ("corpus:NAME")."""
@@ -192,6 +218,7 @@ class Stats:
                 "recompile_classes": {k[len(RECOMPILE_PREFIX):]: v for k, v in sorted(c.items())
                                       if k.startswith(RECOMPILE_PREFIX)}}),
             "motifs": {k[len(MOTIF_PREFIX):]: v for k, v in sorted(c.items()) if k.startswith(MOTIF_PREFIX)},
+            "models": model_table(c),
             "features": self.coverage.to_json(),
             "guidance": stats_section("guidance", c, {
                 "new_features_by_kind": {k[len(KIND_FEATURES_PREFIX):]: v for k, v in sorted(c.items())

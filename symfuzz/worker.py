@@ -22,6 +22,7 @@ from dataclasses import replace
 from symfuzz.canary import canary_case
 from symfuzz.corpus.deaths import enable as enable_stack_dumps
 from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.model_case import ARCHS, is_model_case
 from symfuzz.fuzz.drawing import generate
 from symfuzz.fuzz.mutate import generate_mutant
 from symfuzz.fuzz.steer import generate_steered
@@ -41,7 +42,7 @@ from symfuzz.messages import (
 )
 from symfuzz.oracles.lanes.lane import get_lane, prepare_process
 from symfuzz.oracles.verdict import error_headline
-from symfuzz.settings import RunSettings
+from symfuzz.settings import RunSettings, source_of
 
 
 def run_case(case, lane, oracle_names=None, on_judged=None, on_plan=None, plan=True, reuse_calls=0) -> dict:
@@ -175,6 +176,10 @@ def run_generated(index, settings: RunSettings, config, lane, send, stored=None,
     mutant of a stored case, ``{"parent": name, "choices": [...]}``, or a draw steered toward
     the ops the run used least, ``{"op_counts": {op: uses}}``), run it, and send its ``Started`` and ``Result`` events."""
     t0 = time.perf_counter()
+    if (stored is not None and is_model_case(stored)) or \
+            (stored is None and source_of(settings.source, settings.seed, index) == "models"):
+        run_model(index, settings, lane, send, stored)
+        return
     try:
         if stored is not None:
             case = Case.from_json(stored).without_planned_calls()
@@ -200,6 +205,35 @@ def run_generated(index, settings: RunSettings, config, lane, send, stored=None,
         return
     result["seconds"]["generate"] = generate_seconds
     result["ops"] = case.program.ops()
+    result["total_seconds"] = time.perf_counter() - t0
+    send(Result(index, CaseResult.from_json(result)))
+
+
+def run_model(index, settings: RunSettings, lane, send, stored=None) -> None:
+    """Draw model case ``index`` (or take the ``stored`` one), run it on the lane, and send its
+    ``Started`` and ``Result`` events, as ``run_generated`` does for a program."""
+    from symfuzz.fuzz.model_draw import generate_model  # deferred: imports hypothesis's internals
+    from symfuzz.oracles.model_oracles import run_model_case  # deferred: imports torch (see run_case)
+
+    t0 = time.perf_counter()
+    try:
+        archs = list(settings.models) or list(ARCHS)
+        case = dict(stored) if stored is not None else generate_model(settings.seed, index, archs)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
+        send(Result(index, CaseResult(internal_error=traceback.format_exc())))
+        return
+    generate_seconds = time.perf_counter() - t0
+    send(Started(index, case))
+    try:
+        result = run_model_case(case, lane)
+        if result["verdicts"]:
+            send(Judged(index, result["verdicts"]))
+    except Exception:  # noqa: BLE001 - a symfuzz bug, not a torch bug
+        send(Result(index, CaseResult(internal_error=traceback.format_exc())))
+        return
+    result["seconds"]["generate"] = generate_seconds
     result["total_seconds"] = time.perf_counter() - t0
     send(Result(index, CaseResult.from_json(result)))
 

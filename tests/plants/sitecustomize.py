@@ -651,7 +651,93 @@ def plant_python_number_guard():
     GuardBuilder.EQUALS_MATCH = EQUALS_MATCH
 
 
+def plant_heads_transpose_symbolic():
+    """An index bug in attention's heads split and merge: in a graph compiled with symbolic
+    sizes, ``x.transpose(1, 2)`` of a 4-D tensor (batch, seq, heads, head_dim -> batch, heads,
+    seq, head_dim, and back) is computed as a reshape to the transposed shape: the shape is
+    right, the elements are not, unless the sequence or the heads are 1. Static compiles stay
+    right, so a model compiled at one size with dynamic=False never shows it. Cheap: the
+    "eager" backend (Dynamo only)."""
+    import torch
+    from torch._dynamo.backends import registry
+
+    original = registry.lookup_backend("eager")
+
+    def reshaped_transpose(x, a, b):
+        if x.dim() == 4 and sorted((a % 4, b % 4)) == [1, 2]:
+            return x.reshape(x.shape[0], x.shape[2], x.shape[1], x.shape[3])
+        return x.transpose(a, b)
+
+    def backend(gm, example_inputs):
+        # A graph with symbolic sizes takes them as SymInt inputs (its tensors' shapes may be concrete).
+        symbolic = any(isinstance(t, torch.SymInt) for t in example_inputs) or \
+            any(isinstance(s, torch.SymInt) for t in example_inputs if isinstance(t, torch.Tensor) for s in t.shape)
+        if symbolic:
+            for node in gm.graph.nodes:
+                if (node.op == "call_method" and node.target == "transpose") or \
+                        (node.op == "call_function" and node.target is torch.transpose):
+                    node.op, node.target = "call_function", reshaped_transpose
+            gm.recompile()
+        return original(gm, example_inputs)
+
+    registry._COMPILER_FNS["eager"] = backend
+
+
+def plant_kv_cache_length_unguarded():
+    """A guard bug on a KV cache that grows by one: Dynamo's tensor guard on a cache's key and
+    value tensors (``past_key_values.layers[i].keys``) does not check their length dim, nor the
+    strides that follow from it. A graph compiled with the cache length static (automatic
+    dynamic's first compile) is reused at the next decode step, one longer, where it is wrong."""
+    import torch._dynamo.guards as guards
+
+    original = guards.GuardBuilder.TENSOR_MATCH
+    convert = guards.convert_to_concrete_values
+
+    def TENSOR_MATCH(self, guard, value=None):
+        if "past_key_values" not in guard.name or not guard.name.endswith((".keys", ".values")):
+            return original(self, guard, value)
+        calls = []
+
+        def loose(values):
+            out = convert(values)
+            calls.append(1)
+            if out is not None and len(out) == 4:
+                out = list(out)
+                if len(calls) == 1:
+                    out[2] = None  # the size: the cache length
+                else:
+                    out[0] = out[1] = None  # the strides over it
+            return out
+
+        guards.convert_to_concrete_values = loose
+        try:
+            return original(self, guard, value)
+        finally:
+            guards.convert_to_concrete_values = convert
+
+    guards.GuardBuilder.TENSOR_MATCH = TENSOR_MATCH
+
+
+def plant_embedding_specializes_length():
+    """A specialization in torch's own Python: ``nn.Embedding.forward`` iterates over the
+    positions of its input (``range(input.shape[-1])``), which makes Dynamo turn the sequence
+    length into a constant. A model whose length dim is marked dynamic is refused
+    (ConstraintViolationError), and under dynamic=True every new length recompiles."""
+    import torch
+
+    original = torch.nn.Embedding.forward
+
+    def forward(self, input):
+        positions = len(list(range(input.shape[-1])))  # a Python loop over the length: specializes it
+        return original(self, input) if positions >= 0 else None
+
+    torch.nn.Embedding.forward = forward
+
+
 PLANTS = {
+    "heads-transpose-symbolic": plant_heads_transpose_symbolic,
+    "kv-cache-length-unguarded": plant_kv_cache_length_unguarded,
+    "embedding-specializes-length": plant_embedding_specializes_length,
     "lost-buffer-mutation": plant_lost_buffer_mutation,
     "dropped-comparison-guard": plant_dropped_comparison_guard,
     "unguarded-zero-one": plant_unguarded_zero_one,

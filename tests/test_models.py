@@ -1,0 +1,214 @@
+"""The model source: drawing model cases, checking them as read, judging their recompiles by
+torch's own rules, and rendering their repro. No model is built here (no transformers import,
+no compile): the runs are in test_models_run.py and test_quality_models.py."""
+
+import ast
+import copy
+import json
+
+import pytest
+
+from symfuzz.corpus.finding import Finding, FindingFormatError, check_case
+from symfuzz.corpus.scripts import render_repro
+from symfuzz.fuzz.model_case import ARCHS, check_model_case, describe_call, is_model_case, schedule_lines
+from symfuzz.fuzz.model_draw import CONFIGS, generate_model, model_case_from_choices
+from symfuzz.fuzz.model_runtime import (MODEL, GuardModel, _derived_zero_or_one, guard_origin, is_torch_origin,
+                                        judge_recompiles, model_signature)
+from symfuzz.oracles.verdict import ExcessRecompile, OutputMismatch, Verdict
+from symfuzz.settings import parse_source, source_of
+from symfuzz.stats import model_table
+
+UNIT_TIER = True
+
+
+def test_every_architecture_has_a_config_and_is_drawn():
+    assert set(CONFIGS) == set(ARCHS) and len(ARCHS) >= 15
+    drawn = {generate_model(0, i, list(ARCHS))["arch"] for i in range(120)}
+    assert drawn == set(ARCHS)
+
+
+def test_a_model_case_is_a_pure_function_of_seed_and_index_and_replays_from_its_choices():
+    one, two = generate_model(3, 7, list(ARCHS)), generate_model(3, 7, list(ARCHS))
+    assert one == two and generate_model(3, 8, list(ARCHS)) != one
+    again = model_case_from_choices(one["origin"]["choices"], list(ARCHS))
+    assert again == {k: v for k, v in one.items() if k != "origin"}
+    assert json.loads(json.dumps(one)) == one  # plain JSON: a finding stores it as it is
+
+
+def test_drawn_schedules_are_what_model_users_run():
+    cases = [generate_model(0, i, ["llama", "gpt2", "qwen2"]) for i in range(60)]
+    calls = [c for case in cases for c in case["calls"]]
+    kinds = {c["kind"] for c in calls}
+    assert kinds == {"forward", "decode", "train"}
+    assert any(c.get("lengths") and min(c["lengths"]) < c["seq"] for c in calls)  # padding
+    assert any(c.get("positions") for c in calls) and any(c.get("cache") == "static" for c in calls)
+    assert {case["dynamic"] for case in cases} == {True, None}
+    marks = [m for c in calls for m in (c.get("marks") or {}).values()]
+    assert any(m.get("max") for m in marks) and any(m["mark"] == "dynamic" and "max" not in m for m in marks)
+    # Many checked calls per compile: every case ends in forwards at new sizes inside compiled regions.
+    assert min(len(case["calls"]) for case in cases) >= 9
+    # A user never marks a size of 1 dynamic (torch specializes it whatever the mark says).
+    for case in cases:
+        first = case["calls"][0]
+        for what in first.get("marks") or {}:
+            assert (first["batch"] if what == "batch" else first["seq"]) >= 2
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda c: c.update(arch="resnet"), "arch"),
+    (lambda c: c["config"].update({"import os": 1}), "config"),
+    (lambda c: c["config"].update(hidden_size=object()), "config"),
+    (lambda c: c["calls"][0].update(batch=0), "batch"),
+    (lambda c: c["calls"][0].update(marks={"batch": {"mark": "unbacked"}}), "marks"),
+    (lambda c: c.update(dynamic=False), "dynamic"),
+    (lambda c: c["calls"].append({"kind": "train", "batch": 1, "seq": 2, "seed": 0}) or c.update(step=None), "step"),
+])
+def test_a_model_case_read_from_a_file_is_checked_field_by_field(edit, field):
+    case = copy.deepcopy(generate_model(0, 1, ["llama"]))
+    edit(case)
+    with pytest.raises(ValueError, match=field):
+        check_model_case(case)
+    with pytest.raises(FindingFormatError, match="not a case this symfuzz can read"):
+        check_case(case)
+
+
+def test_sources_mix_by_seed_and_index():
+    assert parse_source("models,random") == "random,models" and parse_source("models") == "models"
+    with pytest.raises(ValueError, match="unknown source"):
+        parse_source("programs")
+    mixed = [source_of("random,models", 0, i) for i in range(200)]
+    assert 60 < mixed.count("models") < 140 and mixed == [source_of("random,models", 0, i) for i in range(200)]
+    assert {source_of("models", 0, i) for i in range(10)} == {"models"}
+
+
+ZERO_ONE = ("0/0: 2 <= x.size()[1] <= 6  # if x.shape[1] > 6:  # transformers/x.py:4 in f (user code shown is first "
+            "use of this value--the guard itself is not due user code but due to 0/1 specialization in the "
+            "framework; to avoid specialization try torch._dynamo.decorators.mark_unbacked(tensor, dim))")
+
+
+@pytest.mark.parametrize("text, origin", [
+    (ZERO_ONE, "torch: 0/1 specialization"),
+    ("kwargs['a'].size()[1] == kwargs['a'].size()[0]  # duck sizing added this equality", "torch: duck sizing"),
+    ("0/1: 7 <= x.size()[1]  # if x.shape[1] > 6:  # transformers/models/x.py:4 in f "
+     "(_dynamo/variables/tensor.py:2606 in evaluate_expr)", MODEL),
+    ("eval Eq(s5, 5) [guard added] n = len(range(x.shape[-1]))  # nn/modules/sparse.py:5 in forward "
+     "(_dynamo/variables/tensor.py:2606 in evaluate_expr)", "torch: Python code Dynamo traced (nn/modules/sparse.py)"),
+    ("eval s7 < 16 [guard added] return F.conv1d(x, w)  # transformers/m.py:10 in f (_subclasses/fake_impls.py:1811 "
+     "in conv)", "torch: a decomposition or meta function (_subclasses/fake_impls.py)"),
+    ("tensor 'kwargs['input_ids']' size mismatch at index 1. expected 5, actual 7", "torch: a static size"),
+])
+def test_a_guard_says_where_it_came_from(text, origin):
+    assert guard_origin(text) == origin
+    assert is_torch_origin(origin) == (origin.startswith("torch") and "0/1" not in origin and "duck" not in origin)
+
+
+def test_torch_s_rules_predict_which_calls_reuse_a_graph():
+    dynamic = GuardModel(True)
+    dynamic.compile({"input_ids": [2, 5]})
+    assert dynamic.reuses({"input_ids": [3, 9]})  # new sizes, same region
+    assert not dynamic.reuses({"input_ids": [1, 9]})  # a size of 1: the 0/1 specialization
+    assert not dynamic.reuses({"input_ids": [2, 5], "attention_mask": [2, 5]})  # other inputs: another entry
+    duck = GuardModel(True)
+    duck.compile({"input_ids": [4, 4]})
+    assert duck.reuses({"input_ids": [6, 6]}) and not duck.reuses({"input_ids": [6, 7]})  # duck sizing
+    auto = GuardModel(None)  # automatic dynamic: static first, a changed dim dynamic at its recompile
+    auto.compile({"input_ids": [2, 5]})
+    assert not auto.reuses({"input_ids": [2, 7]})
+    auto.compile({"input_ids": [2, 7]})
+    assert auto.reuses({"input_ids": [2, 11]}) and not auto.reuses({"input_ids": [3, 11]})
+    marked = GuardModel(None)  # a mark is its tensor's: it makes the first graph dynamic, not later ones
+    marked.compile({"input_ids": [3, 5]}, marked={("input_ids", 0)})
+    assert marked.reuses({"input_ids": [4, 5]}) and not marked.reuses({"input_ids": [4, 6]})
+    inner = GuardModel(True)  # a size inside the model at 0 or 1 (one patch) is another region
+    inner.compile({"pixel_values": [2, 3, 8, 8]}, units=())
+    assert not inner.reuses({"pixel_values": [2, 3, 4, 4]}, units=("embeddings:0:1:1",))
+
+
+def _entry(call, sizes, graphs, reasons=None, kind="forward", units=()):
+    return {"call": call, "step": 0, "kind": kind, "eager": {"out": (), "unit_sizes": list(units)},
+            "compiled": {"out": (), "graphs": graphs, "sizes": sizes, "reasons": reasons or {}, "guards_added": []}}
+
+
+def _case(dynamic=True):
+    return {"kind": "model", "arch": "llama", "dynamic": dynamic,
+            "calls": [{"kind": "forward", "batch": 2, "seq": 5, "seed": 0}] * 3}
+
+
+def test_a_recompile_torch_s_rules_do_not_explain_is_judged_by_its_guard():
+    decomposition = ("(kwargs['input_ids'].size()[1] % 8) == 0  # x = y.view(-1)  # transformers/m.py:3 in f "
+                     "(_refs/__init__.py:300 in view)")
+    model_guard = ("kwargs['input_ids'].size()[1] <= 8  # if n > 8:  # transformers/m.py:3 in f "
+                   "(_dynamo/variables/tensor.py:2606 in evaluate_expr)")
+    for reason, failures, notes in [(decomposition, 1, 0), (model_guard, 0, 1),
+                                    ("self.training == True", 0, 0), (ZERO_ONE.replace("x.size", "kwargs['x'].size"), 0, 0)]:
+        entries = [_entry(0, {"input_ids": [2, 8]}, 1),
+                   _entry(1, {"input_ids": [3, 12]}, 1, {"forward": [reason]})]
+        found, noted = judge_recompiles(_case(), entries)
+        assert (len(found), len(noted)) == (failures, notes), reason
+    # A call torch's rules put in a new region (a size of 1) recompiles by design, whatever the guard says.
+    entries = [_entry(0, {"input_ids": [2, 8]}, 1), _entry(1, {"input_ids": [1, 12]}, 1, {"forward": [decomposition]})]
+    assert judge_recompiles(_case(), entries) == ([], [])
+
+
+def test_a_static_size_under_dynamic_true_is_torch_s_unless_its_rules_made_it_static():
+    static = "tensor 'kwargs['input_ids']' size mismatch at index 1. expected 8, actual 12"
+    entries = [_entry(0, {"input_ids": [2, 8]}, 1), _entry(1, {"input_ids": [3, 12]}, 1, {"forward": [static]})]
+    (failure,), _ = judge_recompiles(_case(True), entries)
+    assert failure["symptom"] == "excess-recompiles" and failure["guard"].startswith("tensor 'kwargs")
+    resumed = [_entry(0, {"input_ids": [2, 8]}, 1),
+               _entry(1, {"input_ids": [3, 12]}, 1, {"torch_dynamo_resume_in_forward_at_9": [
+                   "tensor 'hidden' size mismatch at index 1. expected 8, actual 12"]})]
+    (lost,), _ = judge_recompiles(_case(True), resumed)
+    assert lost["symptom"] == "lost-dynamism"
+    # Under automatic dynamic the first graph is static by design: its failure explains nothing wrong.
+    auto = [_entry(0, {"input_ids": [2, 8]}, 1), _entry(1, {"input_ids": [2, 12]}, 1, {"forward": [static]}),
+            _entry(2, {"input_ids": [2, 16]}, 0)]
+    assert judge_recompiles(_case(None), auto) == ([], [])
+
+
+def test_a_size_derived_by_floor_division_at_one_is_torch_s_0_1_rule():
+    guard = "((kwargs['pixel_values'].size()[2] // 4)*(kwargs['pixel_values'].size()[3] // 4)) != 16"
+    assert _derived_zero_or_one(guard, [{"pixel_values": [2, 3, 4, 4]}])
+    assert not _derived_zero_or_one(guard, [{"pixel_values": [2, 3, 16, 16]}])
+
+
+def _model_finding(symptom="value-mismatch"):
+    case = generate_model(0, 2, ["llama"])
+    failure = {"symptom": symptom, "key": "forward|logits|values", "call": 1}
+    evidence = OutputMismatch(path="logits", detail="logits: 3/160 elements differ; at [0, 1, 2]: compiled 1.5, "
+                                                    "eager -0.7") if symptom == "value-mismatch" else \
+        ExcessRecompile(detail="recompiled ...", recompile_reason="s0 % 8 == 0", guards=["torch: Inductor"])
+    verdict = Verdict(ok=False, oracle="model", symptom=symptom, stage="runtime",
+                      signature=model_signature(case, failure, "inductor-cpp"), call_index=1, evidence=evidence)
+    lane = {"name": "inductor-cpp", "backend": "inductor", "device": "cpu", "env": {}, "config": {"cpu_backend": "cpp"}}
+    return Finding(case=case, verdict=verdict, lane=lane, environment={"torch": "2.13.0", "transformers": "5.25.0"})
+
+
+def test_a_model_finding_s_repro_opens_with_the_bug_and_needs_only_torch_and_transformers():
+    finding = _model_finding()
+    assert is_model_case(finding.case)
+    text = render_repro(finding)
+    tree = ast.parse(text)
+    head = text.split("# ---------------------------------------------------------------- the model")[0]
+    assert head.count("\n") < 40, head
+    assert "value-mismatch in llama at call 1" in head and "logits: 3/160 elements differ" in head
+    assert "LlamaForCausalLM(LlamaConfig(**CONFIG))" in head
+    for line in schedule_lines(finding.case["calls"], 1):
+        assert line in head
+    assert "call 1: " + describe_call(finding.case["calls"][1]) + "   <- fails here" in head
+    # Its config and its calls are right below the docstring, as code.
+    assert text.index("CONFIG = {") < text.index("CALLS = [") < text.index("def main():")
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert "symfuzz" not in imported and imported <= set(__import__("sys").stdlib_module_names) | {"torch", "transformers"}
+    assert finding.verdict.signature in text
+    # It is read back from finding.json as it was written.
+    assert Finding.from_json(json.loads(json.dumps(finding.to_json()))).case == finding.case
+
+
+def test_stats_count_cases_calls_and_findings_per_architecture():
+    counts = {"model:llama:cases": 2, "model:llama:calls": 30, "model:gpt2:findings": 1, "programs_generated": 3}
+    table = model_table(counts)
+    assert table["llama"]["cases"] == 2 and table["llama"]["calls"] == 30 and table["llama"]["findings"] == 0
+    assert table["gpt2"]["findings"] == 1 and set(table) == {"llama", "gpt2"}

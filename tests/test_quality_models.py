@@ -1,0 +1,70 @@
+"""Quality: bugs planted in torch where real model code meets changing sizes are found by a model
+campaign (``--source models``) within a few CPU-minutes, confirmed in a fresh process, and each
+repro passes once the plant is gone.
+
+The plants (tests/plants/sitecustomize.py):
+- "heads-transpose-symbolic": an index bug in attention's heads split and merge, only in graphs
+  compiled with symbolic sizes;
+- "kv-cache-length-unguarded": the cache tensors' guard does not check their length, so a decode
+  step reuses the graph of the step before, one shorter;
+- "embedding-specializes-length": torch's own nn.Embedding turns the sequence length into a
+  constant, so a dim marked dynamic is specialized and every new length recompiles.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import planted_env
+from test_campaign import symfuzz
+
+pytest.importorskip("transformers")
+pytestmark = [pytest.mark.quality, pytest.mark.slow]
+
+DECODERS = "llama,gpt2,qwen2"
+
+
+def _campaign(tmp_path, plant, archs, budget="120s"):
+    out = tmp_path / "out"
+    proc = symfuzz(["--source", "models", "--models", archs, "--lane", "eager", "--jobs", "1", "--seed", "0",
+                    "--budget", budget, "--max-findings", "1", "--out", str(out)], planted_env(plant), timeout=900)
+    found = [json.loads(p.read_text()) for p in sorted((out / "findings").glob("*/finding.json"))]
+    assert proc.returncode == 1 and found, (proc.stdout + proc.stderr)[-3000:]
+    return out, found[0]
+
+
+def _passes_without_the_plant(out, finding):
+    folder = out / "findings" / finding["verdict"]["signature"]
+    env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
+    run = subprocess.run([sys.executable, str(folder / "repro.py")], cwd=folder, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0 and '"ok": true' in run.stdout, (run.stdout + run.stderr)[-3000:]
+
+
+def test_an_index_bug_in_the_heads_split_is_found_in_real_attention(tmp_path):
+    out, finding = _campaign(tmp_path, "heads-transpose-symbolic", DECODERS + ",bert")
+    assert finding["verdict"]["symptom"] == "value-mismatch"
+    assert finding["confirmation"]["status"] == "reproduced"
+    repro = (out / "findings" / finding["verdict"]["signature"] / "repro.py").read_text()
+    assert finding["case"]["arch"] in repro.split("\n", 3)[1]  # the title names the architecture
+    _passes_without_the_plant(out, finding)
+
+
+def test_a_guard_that_misses_a_kv_cache_growing_by_one_is_found_in_a_decode_loop(tmp_path):
+    out, finding = _campaign(tmp_path, "kv-cache-length-unguarded", DECODERS)
+    assert finding["verdict"]["symptom"] in ("crash", "value-mismatch")
+    call = finding["case"]["calls"][finding["verdict"]["call_index"]]
+    assert call["kind"] == "decode"
+    _passes_without_the_plant(out, finding)
+
+
+def test_a_dim_marked_dynamic_that_torch_specializes_is_found_and_blamed_on_torch(tmp_path):
+    out, finding = _campaign(tmp_path, "embedding-specializes-length", DECODERS + ",bert")
+    verdict = finding["verdict"]
+    assert verdict["symptom"] in ("over-specialization", "excess-recompiles")
+    # The guard's origin is torch's own Python (here, the planted nn.Embedding.forward), not the model's.
+    assert "torch: Python code Dynamo traced (tests/plants/sitecustomize.py)" in verdict["evidence"]["detail"]
+    _passes_without_the_plant(out, finding)
