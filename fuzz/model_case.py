@@ -51,7 +51,7 @@ ATTENTION = ("eager", "sdpa")
 DTYPES = ("float32", "bfloat16")
 CACHES = ("dynamic", "static")
 # Limits a stored case must keep (scripts paste it; a huge size would only waste a machine).
-MAX_SIZE, MAX_BATCH, MAX_STEPS, MAX_CALLS = 512, 16, 16, 32
+MAX_SIZE, MAX_BATCH, MAX_STEPS, MAX_CALLS = 512, 16, 16, 48
 
 
 def model_source_unavailable_reason(probe: bool = True):

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from symfuzz.corpus.deaths import cause_of, failure_id, place_from_evidence
 from symfuzz.corpus.replay import hang_limit
 from symfuzz.corpus.store import load_findings
+from symfuzz.fuzz.model_case import is_model_case
 from symfuzz.minifier.case_passes import CASE_PASSES
 from symfuzz.minifier.module_passes import with_module_passes
 from symfuzz.minifier.case_subject import CaseSubject
@@ -124,6 +125,10 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
                           if findings else f"no finding.json under {path}: give a finding folder "
                           "(OUT/findings/<signature>) or a failing script.py")
     folder, finding = findings[0]
+    if is_model_case(finding.case):
+        # A real architecture's failure: the graph-level minifier cuts its repro.py (torch and
+        # transformers) to a torch-only script of the one compiled graph that fails.
+        return minify_script(folder / "repro.py", options, say, default=folder / "minified")
     evidence = finding.verdict.evidence
     timeout = options.query_timeout or 300.0
     if isinstance(evidence, Hung):
@@ -145,8 +150,9 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
         return _run(driver, subject, with_module_passes(CASE_PASSES), f"python {folder / 'repro.py'}")
 
 
-def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None]) -> Result:
-    work, repro = _paths(options, path.with_name(path.stem + ".minified"))
+def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None],
+                  default: Optional[Path] = None) -> Result:
+    work, repro = _paths(options, default or path.with_name(path.stem + ".minified"))
     timeout = options.query_timeout or 300.0
     criterion = _criterion(options, SameAsOriginal())  # before the capture: a bad --match fails at once
     try:

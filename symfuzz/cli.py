@@ -18,7 +18,7 @@ from symfuzz.corpus.replay import replay_finding
 from symfuzz.corpus.finding import FindingFormatError, check_case
 from symfuzz.corpus.store import scan_findings
 from symfuzz.fuzz.case import Case
-from symfuzz.fuzz.model_case import ARCHS, model_source_description, model_source_unavailable_reason, unsupported_lane_reason
+from symfuzz.fuzz.model_case import ARCHS, is_model_case, model_source_description, model_source_unavailable_reason, unsupported_lane_reason
 from symfuzz.fuzz.specs import all_specs
 from symfuzz.exit_codes import EXIT_ENVIRONMENT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE
 from symfuzz.fuzz_run import GateOptions, run_fuzz, write_report_files
@@ -248,6 +248,8 @@ def _resign_evidence(finding, outcome) -> dict:
     if outcome.place is not None:
         return dict(outcome.place)
     path = getattr(finding.verdict.evidence, "path", None)
+    if is_model_case(finding.case):
+        return {}  # a model finding's output names its parameter itself ("grad:..."), not an input's position
     # deferred: it imports torch, which only a replay that got this far has loaded
     from symfuzz.fuzz.script_runtime import gradient_of
 

@@ -14,6 +14,7 @@ from symfuzz.corpus.finding import Finding, FindingFormatError, read_finding
 from symfuzz.corpus.scripts import render_repro
 from symfuzz.corpus.short_repro import JUDGE_NAME, render_short, what_was_seen
 from symfuzz.fuzz.case import Case
+from symfuzz.fuzz.model_case import ARCHS, is_model_case
 from symfuzz.oracles.verdict import eager_side
 
 # What each symptom means to a reader of the issue: (what compiled does, what was expected).
@@ -52,6 +53,8 @@ def issue_report(path) -> str:
         raise IssueError(f"{path} is not a finding (no finding.json there)")
     try:
         finding = read_finding(file)
+        if is_model_case(finding.case):
+            return _model_issue(finding, file.parent)
         case = Case.from_json(finding.case)
     except (FindingFormatError, ValueError, KeyError, TypeError) as exc:
         raise IssueError(f"{file} cannot be read as a finding: {exc}") from None
@@ -84,6 +87,40 @@ def issue_report(path) -> str:
                  ("on", "platform")) if env.get(key)), "",
              f"<sub>Found by symfuzz (finding {verdict.signature}, lane {lane.get('name')}); "
              f"its full judge, with a float64 reference for rounding, is {JUDGE_NAME} beside repro.py.</sub>"]
+    return "\n".join(lines) + "\n"
+
+
+def _model_issue(finding: Finding, folder: Path) -> str:
+    """A model finding's report: the architecture and the sizes in the title, the smallest script
+    there is (a graph-level minified one, torch only, where the minifier cut one; else repro.py,
+    torch and transformers), expected and actual, the versions with transformers'."""
+    case, verdict, lane, env = finding.case, finding.verdict, finding.lane, finding.environment
+    config_class, model_class, _ = ARCHS[case["arch"]]
+    does, expected = _SYMPTOMS.get(verdict.symptom, (verdict.symptom, "compiled agrees with eager"))
+    if verdict.symptom == "lost-dynamism":
+        does, expected = ("compiles the code after a graph break with static sizes",
+                          "the graph after the break stays dynamic like the one before it")
+    dynamic = {True: "dynamic=True", None: "automatic dynamic shapes"}.get(case.get("dynamic"), "")
+    title = (f"torch.compile (backend={lane.get('backend')}, {dynamic}, {lane.get('device', 'cpu')}) {does} in "
+             f"transformers' {model_class} at changing sizes")
+    minified = folder / "minified" / "repro.py"
+    if minified.is_file():
+        script, which = minified.read_text(errors="replace"), "minified by symfuzz to one compiled graph; torch only"
+    elif (folder / "repro.py").is_file():
+        script, which = (folder / "repro.py").read_text(errors="replace"), "symfuzz's repro; torch and transformers"
+    else:
+        script, which = render_repro(finding), "symfuzz's repro, written from the finding; torch and transformers"
+    evidence = verdict.evidence.to_json() if verdict.evidence is not None else {}
+    seen = evidence.get("detail") or str((evidence.get("error") or {}).get("message", verdict.symptom))[:300]
+    lines = [f"### {title}", "",
+             f"A randomly initialised {model_class} ({config_class} in the script, no weights downloaded) is called "
+             f"through the sizes the script lists, on one compiled model. The script ({which}) exits 1 while "
+             "the bug is present, 0 once it is fixed.", "", "```python", script.rstrip(), "```", "",
+             f"**Expected:** {expected}.", "", f"**Actual:** at call {verdict.call_index}: {seen}", "",
+             "**Versions:** " + ", ".join(f"{name} {env[key]}" for name, key in (
+                 ("torch", "torch"), ("git", "torch_git"), ("transformers", "transformers"), ("triton", "triton"),
+                 ("Python", "python"), ("on", "platform")) if env.get(key)), "",
+             f"<sub>Found by symfuzz (finding {verdict.signature}, lane {lane.get('name')}).</sub>"]
     return "\n".join(lines) + "\n"
 
 

@@ -239,6 +239,24 @@ def _findings_section(run, columns) -> list[str]:
     return out
 
 
+def _models_section(stats: dict) -> list[str]:
+    """The model source's table (stats.json "models"): a row per architecture."""
+    models = stats.get("models") or {}
+    if not isinstance(models, dict) or not models:
+        return []
+    columns = ("cases", "calls", "checked", "graphs", "recompiles", "notes", "findings")
+    out = ["<h2>Real models</h2>", "<p>Per architecture of the model source: cases, forwards made and checked "
+           "against eager, graphs compiled, recompiles, recompiles the model's own code asked for (notes), "
+           "confirmed findings.</p>",
+           "<table><thead><tr><th>architecture</th>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr></thead><tbody>"]
+    for arch, row in sorted(models.items()):
+        row = row if isinstance(row, dict) else {}
+        out.append(f"<tr><td>{escape(str(arch))}</td>" + "".join(f"<td>{escape(str(row.get(c, 0)))}</td>"
+                                                                     for c in columns) + "</tr>")
+    out.append("</tbody></table>")
+    return out
+
+
 def render_html(run) -> str:
     """The page for a ``report.RunReport``."""
     columns = run.table_columns  # the Markdown's columns (report.TABLE_COLUMNS), handed over with the rows
@@ -257,6 +275,7 @@ def render_html(run) -> str:
         f"<ul>{notes}</ul>" if notes else "",
         "<h2>Findings</h2>",
         *_findings_section(run, columns),
+        *_models_section(run.stats),
         "<h2>Coverage, progress and time</h2>",
         *plots(run),
         "</body></html>",

@@ -46,7 +46,7 @@ def test_drawn_schedules_are_what_model_users_run():
     marks = [m for c in calls for m in (c.get("marks") or {}).values()]
     assert any(m.get("max") for m in marks) and any(m["mark"] == "dynamic" and "max" not in m for m in marks)
     # Many checked calls per compile: every case ends in forwards at new sizes inside compiled regions.
-    assert min(len(case["calls"]) for case in cases) >= 9
+    assert min(len(case["calls"]) for case in cases) >= 16
     # A user never marks a size of 1 dynamic (torch specializes it whatever the mark says).
     for case in cases:
         first = case["calls"][0]
@@ -212,3 +212,11 @@ def test_stats_count_cases_calls_and_findings_per_architecture():
     table = model_table(counts)
     assert table["llama"]["cases"] == 2 and table["llama"]["calls"] == 30 and table["llama"]["findings"] == 0
     assert table["gpt2"]["findings"] == 1 and set(table) == {"llama", "gpt2"}
+
+
+def test_the_html_report_has_a_row_per_architecture():
+    from symfuzz.report_html import _models_section
+
+    html = "\n".join(_models_section({"models": {"llama": {"cases": 2, "calls": 31, "findings": 1}, "bert": {}}}))
+    assert "<h2>Real models</h2>" in html and "<td>llama</td><td>2</td><td>31</td>" in html and "<td>bert</td>" in html
+    assert _models_section({"models": {}}) == []
