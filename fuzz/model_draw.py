@@ -154,11 +154,14 @@ def draw_sizes(draw, kind: str, count: int, positions: int) -> list:
 
 
 def draw_mark(draw, length: bool):
-    how = draw(st.sampled_from(["none", "none", "dynamic", "bounded", "maybe_dynamic"]))
+    how = draw(st.sampled_from(["none", "none", "none", "dynamic", "dynamic", "bounded", "bounded", "maybe_dynamic",
+                                "upper-bound-only"]))
     if how == "none":
         return None
     if how == "bounded":
         return {"mark": "dynamic", "min": 2, "max": 512 if length else 16}
+    if how == "upper-bound-only":  # mark_dynamic(t, dim, max=N), the lower bound left to torch
+        return {"mark": "dynamic", "max": 512 if length else 16}
     return {"mark": how}
 
 

@@ -28,7 +28,7 @@ from symfuzz.minifier.driver import format_report
 from symfuzz.minifier.run import MinifyError, MinifyOptions, minify_path
 from symfuzz.opcheck.cli import cmd_opcheck as run_opcheck
 from symfuzz.oracles.lanes.lane import LANES, get_lane
-from symfuzz.settings import CampaignConfig
+from symfuzz.settings import MODEL_CASE_TIMEOUT, CampaignConfig
 from symfuzz.cli_parser import (
     UsageError,
     build_parser,
@@ -197,7 +197,8 @@ def cmd_fuzz(args) -> int:
         budget=args.budget,
         seed=args.seed,
         jobs=args.jobs,
-        case_timeout=args.case_timeout,
+        case_timeout=args.case_timeout if args.case_timeout is not None else
+        (MODEL_CASE_TIMEOUT if "models" in args.source else 180.0),
         canary_timeout=args.canary_timeout,
         memory_limit_mb=args.memory_limit,
         confirm=not args.no_confirm,

@@ -18,7 +18,7 @@ from symfuzz.corpus.baseline import DEFAULT_BASELINE
 from symfuzz.exit_codes import EXIT_OK, EXIT_USAGE
 from symfuzz.gate import POLICIES
 from symfuzz.opcheck.cli import add_parser as add_opcheck_parser
-from symfuzz.settings import CASE_TIMEOUT_FLOOR, GUIDANCE, REUSE_CALLS, parse_source
+from symfuzz.settings import CASE_TIMEOUT_FLOOR, GUIDANCE, MODEL_CASE_TIMEOUT, REUSE_CALLS, parse_source
 
 
 FUZZ_EXIT_CODES = """\
@@ -319,8 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--resume", action="store_true",
                       help="continue the campaign in --out: same seed, the next case indices, stats carried over "
                            "(without it, an --out holding an earlier run is refused)")
-    fuzz.add_argument("--case-timeout", type=case_timeout, default=180.0,
-                      help=f"kill a worker stuck on one case this long (default 3m; at least "
+    fuzz.add_argument("--case-timeout", type=case_timeout, default=None,
+                      help=f"kill a worker stuck on one case this long (default 3m, {MODEL_CASE_TIMEOUT / 60:.0f}m "
+                           f"with --source models, whose cases compile a real model several times; at least "
                            f"{CASE_TIMEOUT_FLOOR:.0f}s: a case compiles once per recompile)")
     fuzz.add_argument("--memory-limit", type=memory_mb, default=6144, metavar="MB",
                       help=f"per-worker resident memory limit (default 6144; at least {MEMORY_FLOOR_MB})")

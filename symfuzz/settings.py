@@ -26,6 +26,12 @@ CASE_TIMEOUT_FLOOR = 30.0
 
 CANARY_TIMEOUT = 120.0
 
+# The case timeout of campaigns whose source includes real models (--source models): a model case
+# compiles a 1-2 layer transformer several times (its first sizes, a batch of 1, a decode step's
+# cache, a training step's backward), each 10-30 s with Inductor on 2 cores; 3 minutes cut such
+# cases as "hangs" that confirmation then found merely slow.
+MODEL_CASE_TIMEOUT = 600.0
+
 # More calls per symbolic compile, at new sizes inside its guards, and per call that compiled, at
 # its sizes with new tensor values (CampaignConfig.reuse_calls): a cached graph runs them without
 # compiling, so each is a check at the cost of two small runs (eager and compiled) while a

@@ -49,6 +49,8 @@ ROWS = [
     (FUZZ + ["--case-timeout", "29s"], 2, r"--case-timeout must be at least 30s, got 29s"),
     (FUZZ + ["--case-timeout", "-5s"], 2, r"--case-timeout must be at least 30s, got -5s"),
     (FUZZ + ["--confirm-timeout", "0"], 2, r"--confirm-timeout must be positive, got 0"),
+    (FUZZ + ["--source", "programs"], 2, r"unknown source programs: use random, models or random,models"),
+    (FUZZ + ["--models", "llama"], 2, r"--models picks architectures of the model source: add --source models"),
     (FUZZ + ["--canary-timeout", "-1m"], 2, r"--canary-timeout must be positive, got -1m"),
     (FUZZ + ["--minify-budget", "0"], 2, r"--minify-budget must be positive, got 0"),
     (FUZZ + ["--reference-timeout", "0"], 2, r"--reference-timeout must be positive, got 0"),

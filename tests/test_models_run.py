@@ -14,7 +14,7 @@ CONFIG = {"hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1,
           "pad_token_id": 0, "attention_dropout": 0.0}
 CALLS = [
     {"kind": "forward", "batch": 2, "seq": 5, "seed": 1, "lengths": [5, 3], "positions": True,
-     "marks": {"length": {"mark": "dynamic", "max": 64}}},
+     "marks": {"length": {"mark": "dynamic", "min": 2, "max": 64}}},
     {"kind": "forward", "batch": 3, "seq": 9, "seed": 2, "lengths": [9, 4, 7], "positions": True},
     {"kind": "decode", "batch": 2, "seq": 4, "seed": 3, "lengths": [4, 2], "positions": True, "steps": 3},
     {"kind": "train", "batch": 2, "seq": 6, "seed": 4, "lengths": [6, 6], "positions": True},
