@@ -55,7 +55,8 @@ def probe(arch: str, lane) -> dict:
     import torch
     from torch._dynamo.utils import counters
 
-    from symfuzz.fuzz.model_runtime import judge_model_run, run_model_schedule
+    from symfuzz.fuzz.model_judge import judge_model_run
+    from symfuzz.fuzz.model_runtime import run_model_schedule
 
     case = probe_case(arch)
     row = {"arch": arch, "compiled": "yes", "checked": 0, "per_length": "-", "specialized": "no", "breaks": 0,

@@ -18,7 +18,8 @@ import sys
 import torch
 
 from symfuzz.corpus.scripts import EXIT_FIXED, EXIT_INVALID, EXIT_REPRODUCED
-from symfuzz.fuzz.model_runtime import judge_model_run, model_signature, run_model_schedule
+from symfuzz.fuzz.model_judge import judge_model_run, model_signature
+from symfuzz.fuzz.model_runtime import run_model_schedule
 
 # The placeholders, with stand-ins; in the script, the finding's values, as code.
 SLOT_ARCH = ""  # the architecture

@@ -203,6 +203,7 @@ def _dead_code_context(finding) -> dict:
 
 
 MODEL_RUNTIME = "symfuzz.fuzz.model_runtime"
+MODEL_JUDGE = "symfuzz.fuzz.model_judge"
 MODEL_BODY = "symfuzz.corpus.body_model"
 
 
@@ -231,7 +232,7 @@ def render_model_repro(finding) -> str:
         for key, value in sorted(lane["config"].items()):
             configure.append(f"if hasattr(inductor_config, {key!r}):")
             configure.append(f"    inductor_config.{_attribute(key)} = {value!r}")
-    helpers = Helpers().module(MODEL_RUNTIME)
+    helpers = Helpers().module(MODEL_RUNTIME).module(MODEL_JUDGE)
     if lane.get("setup") == "triton-interpreter":
         helpers.module(TRITON_CPU)
     rest = {k: v for k, v in case.items() if k not in ("kind", "arch", "config", "calls", "origin")}

@@ -18,8 +18,7 @@ from random import Random
 from hypothesis import strategies as st
 
 from symfuzz.fuzz.drawing import PROVIDER
-from symfuzz.fuzz.model_case import KIND, check_model_case
-from symfuzz.fuzz.model_runtime import ARCHS
+from symfuzz.fuzz.model_case import ARCHS, KIND, check_model_case
 
 DROPOUT_ZERO = 0.0  # every dropout off: compiled and eager would draw different masks
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 
 from symfuzz.fuzz.model_case import check_model_case
-from symfuzz.fuzz.model_runtime import judge_model_run, model_signature, run_model_schedule
+from symfuzz.fuzz.model_judge import judge_model_run, model_signature
+from symfuzz.fuzz.model_runtime import run_model_schedule
 from symfuzz.oracles.lanes.lane import Lane, config_patch
 from symfuzz.oracles.verdict import ExcessRecompile, OutputMismatch, RaisedError, Verdict
 

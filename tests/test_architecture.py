@@ -24,7 +24,7 @@ LAYERS = [
                     "symfuzz.fuzz.runtime", "symfuzz.fuzz.plain_runtime",
                     "symfuzz.fuzz.ir_nodes", "symfuzz.fuzz.ir_check",
                     "symfuzz.fuzz.module_runtime", "symfuzz.fuzz.choices", "symfuzz.fuzz.model_case",
-                    "symfuzz.fuzz.model_runtime"]),
+                    "symfuzz.fuzz.model_runtime", "symfuzz.fuzz.model_judge"]),
     ("generation", ["symfuzz.fuzz.schedule", "symfuzz.fuzz.generate", "symfuzz.fuzz.drawing", "symfuzz.fuzz.gradients",
                     "symfuzz.fuzz.motifs", "symfuzz.fuzz.size_forms", "symfuzz.fuzz.scalars", "symfuzz.fuzz.modules",
                     "symfuzz.fuzz.worlds", "symfuzz.fuzz.op_statements", "symfuzz.fuzz.size_statements",

@@ -12,7 +12,7 @@ from symfuzz.corpus.finding import Finding, FindingFormatError, check_case
 from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz.model_case import ARCHS, check_model_case, describe_call, is_model_case, schedule_lines
 from symfuzz.fuzz.model_draw import CONFIGS, generate_model, model_case_from_choices
-from symfuzz.fuzz.model_runtime import (MODEL, GuardModel, _derived_zero_or_one, guard_origin, is_torch_origin,
+from symfuzz.fuzz.model_judge import (MODEL, GuardModel, _derived_zero_or_one, guard_origin, is_torch_origin,
                                         judge_recompiles, model_signature)
 from symfuzz.oracles.verdict import ExcessRecompile, OutputMismatch, Verdict
 from symfuzz.settings import parse_source, source_of
