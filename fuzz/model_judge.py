@@ -329,5 +329,10 @@ def _generic(name):
 
 
 def model_signature(case, failure, lane):
-    """The finding's signature: the symptom, the lane, the architecture and what tells the bug apart."""
+    """The finding's signature: the symptom, the lane and what tells the bug apart. An error
+    (a crash, a refused mark) signs by its type and message alone, so one torch bug met by several
+    architectures is one finding; a wrong value or recompile is the architecture's own graph, and
+    signs with the architecture."""
+    if failure["symptom"] in ("crash", "over-specialization"):
+        return signature(failure["symptom"], lane, failure["key"])
     return signature(failure["symptom"], lane, f"{case['arch']}|{failure['key']}")
