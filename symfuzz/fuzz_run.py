@@ -127,7 +127,13 @@ def print_summary(stats: dict, out: Path, gate: dict | None = None) -> None:
     print(f"programs   {p['generated']} generated, {p['valid']} valid in eager ({p['validity_rate']:.1%}), "
           f"{p['compiled']} compiled without error")
     print(f"calls      {c['made']} made, {c['checked']} checked against eager, {c['recompiles']} recompiles")
-    print(f"ops        {stats['distinct_ops']} distinct ops exercised")
+    if stats["distinct_ops"] or not stats.get("models"):
+        print(f"ops        {stats['distinct_ops']} distinct ops exercised")
+    models = stats.get("models") or {}
+    if models:
+        rows = sorted(models.items(), key=lambda kv: -kv[1].get("calls", 0))
+        print(f"models     {len(models)} architectures: " + ", ".join(
+            f"{arch} {row.get('cases', 0)} case(s), {row.get('checked', 0)} checked" for arch, row in rows))
     features = stats.get("features") or {}
     if features.get("distinct"):
         families = ", ".join(f"{k} {v}" for k, v in sorted(features["by_family"].items(), key=lambda kv: -kv[1]))
