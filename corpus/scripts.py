@@ -202,6 +202,21 @@ def _dead_code_context(finding) -> dict:
     return {"dead_code_calls": sorted(dead)} if dead else {}
 
 
+def lane_configure_lines(lane: dict, helpers: Helpers) -> list:
+    """A script's configure() lines for ``lane`` (its JSON): the Triton interpreter's setup (its
+    module pasted into ``helpers``) and the lane's Inductor config, each flag set where this torch has it."""
+    configure = []
+    if lane.get("setup") == "triton-interpreter":
+        helpers.module(TRITON_CPU)
+        configure.append("enable_triton_interpreter()")
+    if lane.get("config"):
+        configure.append("import torch._inductor.config as inductor_config")
+        for key, value in sorted(lane["config"].items()):
+            configure.append(f"if hasattr(inductor_config, {key!r}):")
+            configure.append(f"    inductor_config.{_attribute(key)} = {value!r}")
+    return configure
+
+
 MODEL_RUNTIME = "symfuzz.fuzz.model_runtime"
 MODEL_JUDGE = "symfuzz.fuzz.model_judge"
 MODEL_BODY = "symfuzz.corpus.body_model"
@@ -224,17 +239,8 @@ def render_model_repro(finding) -> str:
              f"only): exit {EXIT_REPRODUCED} while the bug is present, {EXIT_FIXED} once it is fixed.")
     head = prelude(f"{verdict.symptom} in {case['arch']} at call {verdict.call_index} [{verdict.signature}]",
                    about, env=lane.get("env") or {})
-    configure = []
-    if lane.get("setup") == "triton-interpreter":
-        configure.append("enable_triton_interpreter()")
-    if lane.get("config"):
-        configure.append("import torch._inductor.config as inductor_config")
-        for key, value in sorted(lane["config"].items()):
-            configure.append(f"if hasattr(inductor_config, {key!r}):")
-            configure.append(f"    inductor_config.{_attribute(key)} = {value!r}")
     helpers = Helpers().module(MODEL_RUNTIME).module(MODEL_JUDGE)
-    if lane.get("setup") == "triton-interpreter":
-        helpers.module(TRITON_CPU)
+    configure = lane_configure_lines(lane, helpers)
     rest = {k: v for k, v in case.items() if k not in ("kind", "arch", "config", "calls", "origin")}
     calls = "[\n" + "".join(f"    {_literal(c)},\n" for c in case["calls"]) + "]"
     body = module_body(MODEL_BODY, {
@@ -274,15 +280,7 @@ def render_repro(finding) -> str:
     if verdict.symptom == "fake-real-mismatch":
         return _render_symbolic_repro(finding, case)
     helpers = Helpers().module(RUNTIME)
-    configure = []  # configure()'s lines
-    if lane.get("setup") == "triton-interpreter":
-        helpers.module(TRITON_CPU)
-        configure.append("enable_triton_interpreter()")
-    if lane.get("config"):
-        configure.append("import torch._inductor.config as inductor_config")
-        for key, value in sorted(lane["config"].items()):
-            configure.append(f"if hasattr(inductor_config, {key!r}):")
-            configure.append(f"    inductor_config.{_attribute(key)} = {value!r}")
+    configure = lane_configure_lines(lane, helpers)  # configure()'s lines
     mode = f", mode={lane['mode']!r}" if lane.get("mode") else ""
     make_compiled = f"torch.compile(fn, backend={lane['backend']!r}, dynamic={case.schedule.dynamic!r}{mode})"
     # The fresh recheck of a failing reused call compiles with dynamic=True: the

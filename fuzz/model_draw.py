@@ -184,13 +184,7 @@ def draw_calls(draw, arch: str, knobs: dict) -> list:
             call_kind = "decode"
         elif trains and draw(st.booleans()):
             call_kind = "train"
-        call = {"kind": call_kind, "batch": batch, "seq": length, "seed": draw(st.integers(0, 2**16))}
-        if masked:
-            call["lengths"] = [draw(st.integers(max(1, length // 2), length)) for _ in range(batch)]
-        if positions:
-            call["positions"] = True
-        if kind == "seq2seq":
-            call["target"] = draw(st.integers(1, 8))
+        call = draw_call(draw, call_kind, kind, batch, length, masked, positions, shortest_target=1)
         if call_kind == "decode":
             call["steps"] = draw(st.integers(2, 8))
             call["cache"] = "static" if arch in STATIC_CACHE and draw(st.integers(0, 3)) == 0 else "dynamic"
@@ -223,15 +217,22 @@ def draw_reuse_calls(draw, kind: str, knobs: dict, masked: bool, positions: bool
             length = max(8, length - length % 4)
         if length == batch:
             length += 4 if kind == "image" else 1
-        call = {"kind": "forward", "batch": batch, "seq": length, "seed": draw(st.integers(0, 2**16))}
-        if masked:
-            call["lengths"] = [draw(st.integers(max(1, length // 2), length)) for _ in range(batch)]
-        if positions:
-            call["positions"] = True
-        if kind == "seq2seq":
-            call["target"] = draw(st.integers(2, 8))
-        calls.append(call)
+        calls.append(draw_call(draw, "forward", kind, batch, length, masked, positions, shortest_target=2))
     return calls
+
+
+def draw_call(draw, call_kind: str, kind: str, batch: int, length: int, masked: bool, positions: bool,
+              shortest_target: int) -> dict:
+    """One call at (batch, length): its value seed, each row's length where the case pads, position
+    ids where it passes them, a seq2seq model's decoder length."""
+    call = {"kind": call_kind, "batch": batch, "seq": length, "seed": draw(st.integers(0, 2**16))}
+    if masked:
+        call["lengths"] = [draw(st.integers(max(1, length // 2), length)) for _ in range(batch)]
+    if positions:
+        call["positions"] = True
+    if kind == "seq2seq":
+        call["target"] = draw(st.integers(shortest_target, 8))
+    return call
 
 
 def draw_model_case(draw, archs) -> dict:

@@ -180,19 +180,17 @@ def run_generated(index, settings: RunSettings, config, lane, send, stored=None,
             (stored is None and source_of(settings.source, settings.seed, index) == "models"):
         run_model(index, settings, lane, send, stored)
         return
-    try:
+    def draw():
         if stored is not None:
-            case = Case.from_json(stored).without_planned_calls()
-        elif guide is not None and "choices" in guide:
-            case = generate_mutant(settings.seed, index, guide["choices"], config, parent=guide.get("parent"))
-        elif guide is not None:
-            case = generate_steered(settings.seed, index, config, guide.get("op_counts") or {})
-        else:
-            case = generate(settings.seed, index, config)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
-        send(Result(index, CaseResult(internal_error=traceback.format_exc())))
+            return Case.from_json(stored).without_planned_calls()
+        if guide is not None and "choices" in guide:
+            return generate_mutant(settings.seed, index, guide["choices"], config, parent=guide.get("parent"))
+        if guide is not None:
+            return generate_steered(settings.seed, index, config, guide.get("op_counts") or {})
+        return generate(settings.seed, index, config)
+
+    case = _drawn(index, draw, send)
+    if case is None:
         return
     generate_seconds = time.perf_counter() - t0
     send(Started(index, case.to_json()))
@@ -209,6 +207,17 @@ def run_generated(index, settings: RunSettings, config, lane, send, stored=None,
     send(Result(index, CaseResult.from_json(result)))
 
 
+def _drawn(index, draw, send):
+    """``draw()``'s case, or None once a generator bug is sent as case ``index``'s internal error."""
+    try:
+        return draw()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
+        send(Result(index, CaseResult(internal_error=traceback.format_exc())))
+        return None
+
+
 def run_model(index, settings: RunSettings, lane, send, stored=None) -> None:
     """Draw model case ``index`` (or take the ``stored`` one), run it on the lane, and send its
     ``Started`` and ``Result`` events, as ``run_generated`` does for a program."""
@@ -216,13 +225,10 @@ def run_model(index, settings: RunSettings, lane, send, stored=None) -> None:
     from symfuzz.oracles.model_oracles import run_model_case  # deferred: imports torch (see run_case)
 
     t0 = time.perf_counter()
-    try:
-        archs = list(settings.models) or list(ARCHS)
-        case = dict(stored) if stored is not None else generate_model(settings.seed, index, archs)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:  # noqa: BLE001 - a generator bug (StopTest is a BaseException); keep going
-        send(Result(index, CaseResult(internal_error=traceback.format_exc())))
+    archs = list(settings.models) or list(ARCHS)
+    case = _drawn(index, lambda: dict(stored) if stored is not None else generate_model(settings.seed, index, archs),
+                  send)
+    if case is None:
         return
     generate_seconds = time.perf_counter() - t0
     send(Started(index, case))
