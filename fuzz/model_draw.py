@@ -106,6 +106,9 @@ ROPE = ("llama", "mistral", "qwen2", "qwen3", "gemma")
 STATIC_CACHE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi")
 # The shortest input a kind takes: wav2vec2's feature extractor needs 10 + 5 samples per frame.
 MIN_LENGTH = {"audio": 40, "image": 4}
+# The shortest length a mark goes on: a size the model derives from it (ViT's patches per side, 4
+# pixels each) must not be 1, which torch specializes like an input's size of 1 whatever the mark.
+MARKED_LENGTH = {"image": 8}
 
 
 def draw_knobs(draw, arch: str) -> dict:
@@ -191,11 +194,12 @@ def draw_calls(draw, arch: str, knobs: dict) -> list:
         marks = {}
         if i == 0:  # marks go on the first call's tensors, as a user marks before the first compile
             for what in ("batch", "length") if kind != "features" else ("batch",):
-                if (batch if what == "batch" else length) < 2:
+                if (batch if what == "batch" else length) < (2 if what == "batch" else MARKED_LENGTH.get(kind, 2)):
                     continue  # torch specializes a size of 1 whatever its mark says: marking it is the user's mistake
                 mark = draw_mark(draw, what == "length")
                 if mark is not None and what == "length" and kind in MIN_LENGTH:
-                    mark = {**mark, "min": max(mark.get("min") or 0, MIN_LENGTH[kind])} if "min" in mark else mark
+                    least = max(MIN_LENGTH[kind], MARKED_LENGTH.get(kind, 2))
+                    mark = {**mark, "min": max(mark.get("min") or 0, least)} if "min" in mark else mark
                 if mark is not None:
                     marks[what] = mark
         if marks:

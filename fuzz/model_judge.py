@@ -260,8 +260,10 @@ def _specialization_origin(entry):
     """Where a dim marked dynamic was specialized: the origins of the guards that compile
     added which tie one symbol to a number (``Eq(s3, 7)``, ``s3 < 16``, a replacement)."""
     lines = entry["compiled"].get("guards_added") or []
-    pinned = [line for line in lines
-              if re.search(r"(eval (Eq\()?s\d+(, | ?[<>=]=? ?)\d+\)?\s*\[guard added\]|set_replacement s\d+ = \d+)", line)]
+    # A size replaced by a number is the specialization itself: its origin first, then the guards'.
+    replaced = [line for line in lines if re.search(r"set_replacement s\d+ = \d+", line)]
+    guarded = [line for line in lines if re.search(r"eval (Eq\()?s\d+(, | ?[<>=]=? ?)\d+\)?\s*\[guard added\]", line)]
+    pinned = replaced + guarded
     origins = [guard_origin(line) for line in pinned]
     torch_made = [o for o in origins if is_torch_origin(o)]
     if torch_made:

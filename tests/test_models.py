@@ -48,11 +48,14 @@ def test_drawn_schedules_are_what_model_users_run():
     assert any(m.get("max") for m in marks) and any(m["mark"] == "dynamic" and "max" not in m for m in marks)
     # Many checked calls per compile: every case ends in forwards at new sizes inside compiled regions.
     assert min(len(case["calls"]) for case in cases) >= 16
-    # A user never marks a size of 1 dynamic (torch specializes it whatever the mark says).
-    for case in cases:
+    # A user never marks a size of 1 dynamic (torch specializes it whatever the mark says), nor a
+    # length whose derived size is 1 (ViT's patches per side).
+    for case in cases + [generate_model(0, i, ["vit"]) for i in range(40)]:
         first = case["calls"][0]
-        for what in first.get("marks") or {}:
-            assert (first["batch"] if what == "batch" else first["seq"]) >= 2
+        for what, mark in (first.get("marks") or {}).items():
+            assert (first["batch"] if what == "batch" else first["seq"] // (4 if case["arch"] == "vit" else 1)) >= 2
+            if case["arch"] == "vit" and what == "length" and "min" in mark:
+                assert mark["min"] >= 8
 
 
 @pytest.mark.parametrize("edit, field", [
