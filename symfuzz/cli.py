@@ -204,7 +204,8 @@ def cmd_fuzz(args) -> int:
         confirm=not args.no_confirm,
         max_cases=args.max_cases,
         max_findings=args.max_findings,
-        confirm_timeout=args.confirm_timeout,
+        confirm_timeout=args.confirm_timeout if args.confirm_timeout is not None else
+        (MODEL_CASE_TIMEOUT if "models" in args.source else 300.0),
         gen_config=gen_config,
         quiet=args.quiet,
         minify_budget=args.minify_budget if args.minify else None,

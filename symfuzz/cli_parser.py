@@ -335,8 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--canary-timeout", type=duration, default=None,
                       help="limit for the canary program, a fresh worker's first (cold) compile (default: the "
                            "larger of --case-timeout and 2m)")
-    fuzz.add_argument("--confirm-timeout", type=duration, default=300.0,
-                      help="limit for one fresh-process confirmation (default 5m)")
+    fuzz.add_argument("--confirm-timeout", type=duration, default=None,
+                      help=f"limit for one fresh-process confirmation (default 5m, {MODEL_CASE_TIMEOUT / 60:.0f}m with "
+                           "--source models: a model's repro compiles it afresh, as slowly as its case did)")
     fuzz.add_argument("--no-confirm", action="store_true", help="report candidates without re-running them in a fresh process")
     fuzz.add_argument("--quiet", action="store_true", help="no progress output")
     fuzz.add_argument("--no-guard-planning", action="store_true",
