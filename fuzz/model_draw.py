@@ -156,15 +156,17 @@ def draw_sizes(draw, kind: str, count: int, positions: int) -> list:
     return sizes
 
 
-def draw_mark(draw, length: bool):
+def draw_mark(draw, length: bool, longest: int):
+    """A mark of the batch or length dim; a bound is one the model takes (``longest``: its
+    position table's length, for a length): past it, the model's own limit guards the dim."""
     how = draw(st.sampled_from(["none"] * 6 + ["dynamic"] * 4 + ["bounded"] * 4 + ["maybe_dynamic"] * 4
                                + ["upper-bound-only"]))
     if how == "none":
         return None
     if how == "bounded":
-        return {"mark": "dynamic", "min": 2, "max": 512 if length else 16}
+        return {"mark": "dynamic", "min": 2, "max": longest if length else 16}
     if how == "upper-bound-only":  # mark_dynamic(t, dim, max=N), the lower bound left to torch
-        return {"mark": "dynamic", "max": 512 if length else 16}
+        return {"mark": "dynamic", "max": longest if length else 16}
     return {"mark": how}
 
 
@@ -196,7 +198,9 @@ def draw_calls(draw, arch: str, knobs: dict) -> list:
             for what in ("batch", "length") if kind != "features" else ("batch",):
                 if (batch if what == "batch" else length) < (2 if what == "batch" else MARKED_LENGTH.get(kind, 2)):
                     continue  # torch specializes a size of 1 whatever its mark says: marking it is the user's mistake
-                mark = draw_mark(draw, what == "length")
+                # A text model's longest input is its position table's; the others take any length.
+                longest = knobs["positions"] if kind in ("decoder", "encoder", "seq2seq") else 512
+                mark = draw_mark(draw, what == "length", longest)
                 if mark is not None and what == "length" and kind in MIN_LENGTH:
                     least = max(MIN_LENGTH[kind], MARKED_LENGTH.get(kind, 2))
                     mark = {**mark, "min": max(mark.get("min") or 0, least)} if "min" in mark else mark

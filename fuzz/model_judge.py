@@ -256,6 +256,18 @@ def _recompile_failure(case, entry, frame, text, origin):
             "key": f"{'resume' if resumed else frame}|{normalize_message(guard)}|{origin.split(' (')[0]}"}
 
 
+def _config_limit(case, message):
+    """``MODEL`` where a refused mark's range runs past a size the model's config holds (a
+    position table of ``max_position_embeddings`` rows): the guard that narrows the range to it
+    is the model's limit, whichever torch function met it; else None."""
+    m = re.search(r"satisfy the generated guard (.*)", message)
+    if m is None:
+        return None
+    bounds = {int(n) for n in re.findall(r"(?<![\w.])(\d+)(?![\w.])", m.group(1))}
+    sizes = {v for v in (case.get("config") or {}).values() if isinstance(v, int) and not isinstance(v, bool) and v > 2}
+    return MODEL if any(abs(b - v) <= 2 for b in bounds for v in sizes) else None
+
+
 def _specialization_origin(entry):
     """Where a dim marked dynamic was specialized: the origins of the guards that compile
     added which tie one symbol to a number (``Eq(s3, 7)``, ``s3 < 16``, a replacement)."""
@@ -290,7 +302,7 @@ def judge_model_run(case, entries, reference=None, device="cpu"):
         if "error" in c and "error" not in e:
             error = c["error"]
             if "ConstraintViolation" in error.get("type", "") or "Constraints violated" in error.get("message", ""):
-                origin = _specialization_origin(entry)
+                origin = _config_limit(case, error.get("message", "")) or _specialization_origin(entry)
                 item = {"symptom": "over-specialization", "stage": "dynamo", "error": error, "origin": origin,
                         "detail": f"a dim marked dynamic was specialized or guarded: {origin}", **where,
                         "key": f"{error.get('type')}|{normalize_message(error.get('message', ''))}|{origin}"}

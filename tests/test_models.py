@@ -224,3 +224,31 @@ def test_the_html_report_has_a_row_per_architecture():
     html = "\n".join(_models_section({"models": {"llama": {"cases": 2, "calls": 31, "findings": 1}, "bert": {}}}))
     assert "<h2>Real models</h2>" in html and "<td>llama</td><td>2</td><td>31</td>" in html and "<td>bert</td>" in html
     assert _models_section({"models": {}}) == []
+
+
+def test_a_refused_mark_past_the_model_s_own_position_table_is_the_model_s_limit():
+    from symfuzz.fuzz.model_judge import judge_model_run
+
+    case = {"kind": "model", "arch": "bert", "dynamic": None, "config": {"max_position_embeddings": 66},
+            "calls": [{"kind": "forward", "batch": 1, "seq": 24, "seed": 0}]}
+    message = ("Constraints violated (L['kwargs']['input_ids'].size()[1])!\n  - Not all values of "
+               "L['kwargs']['input_ids'].size()[1] in the specified range L['kwargs']['input_ids'].size()[1] <= 512 "
+               "satisfy the generated guard 2 <= L['kwargs']['input_ids'].size()[1] and "
+               "L['kwargs']['input_ids'].size()[1] <= 66")
+    error = {"type": "torch.fx.experimental.symbolic_shapes.ConstraintViolationError", "message": message,
+             "traceback": ""}
+    entry = {"call": 0, "step": 0, "kind": "forward", "eager": {"out": ()},
+             "compiled": {"error": error, "guards_added": [
+                 "eval s1 <= 66 [guard added] x = self.position_ids[:, :n]  # transformers/m.py:3 in f "
+                 "(_subclasses/fake_impls.py:10 in slice)"]}}
+    failures, notes = judge_model_run(case, [entry])
+    assert failures == [] and notes[0]["origin"] == MODEL
+    # The same guard where no size of the config explains its bound is torch's.
+    failures, _ = judge_model_run({**case, "config": {"max_position_embeddings": 512}}, [entry])
+    assert failures[0]["symptom"] == "over-specialization" and "fake_impls.py" in failures[0]["origin"]
+    # Drawn bounds stay inside the model's position table.
+    for i in range(60):
+        drawn = generate_model(0, i, ["bert", "gpt2", "opt"])
+        for mark in (drawn["calls"][0].get("marks") or {}).values():
+            assert mark.get("max", 0) <= 128
+
