@@ -21,6 +21,7 @@ from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.drawing import case_from_choices, generate
 from symfuzz.fuzz.generate import GenConfig
 from symfuzz.messages import Assign, Started, decode_request, encode_request
+from symfuzz.settings import RunSettings
 
 UNIT_TIER = True
 
@@ -172,7 +173,7 @@ def test_the_worker_draws_the_mutant_it_is_sent(monkeypatch):
     parent = generate(SEED, 6, CONFIG)
     monkeypatch.setattr(worker, "run_case", lambda case, lane, **kwargs: {"seconds": {}})
     sent = []
-    settings = type("Settings", (), {"seed": SEED, "guard_planning": False, "reuse_calls": 0})()
+    settings = RunSettings(lane="eager", seed=SEED, guard_planning=False, reuse_calls=0)
     request = decode_request(encode_request(Assign(21, None, {"parent": "p6", "choices": parent.origin["choices"]})))
     worker.run_generated(request.index, settings, CONFIG, None, sent.append, request.case, request.guide)
     started = [e for e in sent if isinstance(e, Started)]

@@ -12,6 +12,7 @@ from symfuzz.fuzz.drawing import case_from_choices, generate
 from symfuzz.fuzz.generate import GenConfig, spec_weights
 from symfuzz.fuzz.ir import EffectNode, OpNode
 from symfuzz.messages import Assign, Started, decode_request, encode_request
+from symfuzz.settings import RunSettings
 
 UNIT_TIER = True
 
@@ -78,7 +79,7 @@ def test_the_assign_request_carries_op_counts_and_the_worker_draws_a_steered_cas
     assert request == Assign(4, None, {"op_counts": {"add": 2, "tanh": 1}})
     monkeypatch.setattr(worker, "run_case", lambda case, lane, **kwargs: {"seconds": {}})
     sent = []
-    settings = type("Settings", (), {"seed": 3, "guard_planning": False, "reuse_calls": 0})()
+    settings = RunSettings(lane="eager", seed=3, guard_planning=False, reuse_calls=0)
     worker.run_generated(request.index, settings, CONFIG, None, sent.append, request.case, request.guide)
     started = [e for e in sent if isinstance(e, Started)]
     assert started and started[0].case == steer.generate_steered(3, 4, CONFIG, {"add": 2, "tanh": 1}).to_json()
