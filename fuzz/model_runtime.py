@@ -15,6 +15,7 @@ library and torch at its top; ``transformers`` is imported where a model is buil
 """
 
 import copy
+import inspect
 
 import torch
 
@@ -171,14 +172,15 @@ def _steps(case, call, model, on_step, device="cpu"):
     if call["kind"] == "decode":
         inputs = make_inputs(case, call, device=device)
         cache = make_cache(case, call, model, call["batch"])
-        inputs.update(past_key_values=cache, use_cache=True)
+        name = cache_keyword(model)
+        inputs.update({name: cache, "use_cache": True})
         gen = torch.Generator().manual_seed(call["seed"] + 1)
         vocab = case["config"].get("vocab_size", 64)
         mask = inputs.get("attention_mask")
         for j in range(1 + call.get("steps", 1)):
             if j:
                 ids = torch.randint(0, vocab, (call["batch"], 1), generator=gen).to(device)
-                inputs = {"input_ids": ids, "past_key_values": cache, "use_cache": True}
+                inputs = {"input_ids": ids, name: cache, "use_cache": True}
                 if mask is not None:
                     mask = torch.cat([mask, torch.ones(call["batch"], 1, dtype=mask.dtype, device=mask.device)], dim=1)
                     inputs["attention_mask"] = mask
@@ -191,6 +193,17 @@ def _steps(case, call, model, on_step, device="cpu"):
         on_step(0, inputs, lambda kw: _train_forward(model, kw))
     else:
         on_step(0, inputs, lambda kw: model(**kw))
+
+
+def cache_keyword(model):
+    """The keyword a model's forward takes its KV cache by: ``cache`` in transformers releases that
+    deprecate ``past_key_values`` (5.x warns, and drops it in 5.40), else ``past_key_values``."""
+    forward = getattr(getattr(model, "_orig_mod", model), "forward", None)
+    try:
+        names = inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in names else "past_key_values"
 
 
 def _train_forward(model, inputs):

@@ -685,7 +685,7 @@ def plant_heads_transpose_symbolic():
 
 def plant_kv_cache_length_unguarded():
     """A guard bug on a KV cache that grows by one: Dynamo's tensor guard on a cache's key and
-    value tensors (``past_key_values.layers[i].keys``) does not check their length dim, nor the
+    value tensors (``cache.layers[i].keys``, or ``past_key_values...``) does not check their length dim, nor the
     strides that follow from it. A graph compiled with the cache length static (automatic
     dynamic's first compile) is reused at the next decode step, one longer, where it is wrong."""
     import torch._dynamo.guards as guards
@@ -694,7 +694,7 @@ def plant_kv_cache_length_unguarded():
     convert = guards.convert_to_concrete_values
 
     def TENSOR_MATCH(self, guard, value=None):
-        if "past_key_values" not in guard.name or not guard.name.endswith((".keys", ".values")):
+        if ".layers[" not in guard.name or not guard.name.endswith((".keys", ".values")):
             return original(self, guard, value)
         calls = []
 
