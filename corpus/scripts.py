@@ -229,7 +229,10 @@ def render_model_repro(finding) -> str:
     config_class, model_class, _ = ARCHS[case["arch"]]
     schedule = "\n".join(f"  {line}" for line in schedule_lines(case["calls"], verdict.call_index))
     evidence = verdict.evidence.to_json() if verdict.evidence is not None else {}
-    what = evidence.get("detail") or error_headline((evidence.get("error") or {}).get("message"))
+    what = evidence.get("detail") or ""
+    error = evidence.get("error") or {}
+    if error:  # a crash or a refused mark: the error itself, in its first telling line
+        what = f"{what}: {str(error.get('type', '')).rsplit('.', 1)[-1]}: {error_headline(error.get('message'))}"
     about = (f"{case['arch']}: transformers.{model_class}({config_class}(**CONFIG)), random weights (seed "
              f"{case['seed']}), {case.get('dtype', 'float32')}, attention {case.get('attn', 'eager')}; "
              f"torch.compile(model, backend={lane.get('backend')!r}, dynamic={case.get('dynamic')!r}) on lane "
