@@ -32,8 +32,14 @@ def guard_origin(text):
         return "torch: duck sizing"
     if "size mismatch at index" in text or "stride mismatch" in text:
         return "torch: a static size"
-    for path, _ in re.findall(r"\(((?:torch/)?_?[\w/]+\.py):\d+ in (\w+)\)", text):
-        path = path.removeprefix("torch/")
+    frames = [path.removeprefix("torch/") for path, _ in re.findall(r"\(((?:torch/)?_?[\w/]+\.py):\d+ in (\w+)\)", text)]
+    users = re.findall(r"#\s*([\w./-]+\.py):\d+ in \w+ \(", text)
+    if any(f.startswith("_dynamo/") for f in frames) and \
+            any(u.startswith("transformers/") or "/transformers/" in u for u in users):
+        # One guard may join bounds from several places (a range: one bound from a meta function,
+        # the other from a branch in the model): where the model's code set one, the guard is its.
+        return MODEL
+    for path in frames:
         if path.startswith("_dynamo/"):
             # A Python-level use of a size (a branch, int(), range()) in code Dynamo traced: the model's
             # own when that code is transformers', else torch's own Python (an nn.Module's forward...).

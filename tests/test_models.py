@@ -100,6 +100,10 @@ ZERO_ONE = ("0/0: 2 <= x.size()[1] <= 6  # if x.shape[1] > 6:  # transformers/x.
     ("eval s7 < 16 [guard added] return F.conv1d(x, w)  # transformers/m.py:10 in f (_subclasses/fake_impls.py:1811 "
      "in conv)", "torch: a decomposition or meta function (_subclasses/fake_impls.py)"),
     ("tensor 'kwargs['input_ids']' size mismatch at index 1. expected 5, actual 7", "torch: a static size"),
+    # A range whose bounds came from a meta function and from a branch in the model: the model's.
+    ("8 <= kwargs['p'].size()[2] <= 12  # x.flatten(2)  # transformers/vit.py:69 in forward (_refs/__init__.py:3965 in "
+     "_reshape_view_helper_core_alg) and if n == m:  # transformers/vit.py:103 in f (_dynamo/variables/tensor.py:2606 "
+     "in evaluate_expr)", MODEL),
 ])
 def test_a_guard_says_where_it_came_from(text, origin):
     assert guard_origin(text) == origin
