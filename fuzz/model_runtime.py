@@ -137,7 +137,7 @@ def training_loss(out):
     return loss
 
 
-def make_cache(case, call, model, batch):
+def make_cache(case, call, model):
     """A fresh KV cache for a decode call: the library's dynamic cache, or its static cache
     sized for the whole loop."""
     transformers = load_transformers()
@@ -171,7 +171,7 @@ def _steps(case, call, model, on_step, device="cpu"):
     ``on_step(j, inputs, run)`` gets the inputs and a function that makes the forward."""
     if call["kind"] == "decode":
         inputs = make_inputs(case, call, device=device)
-        cache = make_cache(case, call, model, call["batch"])
+        cache = make_cache(case, call, model)
         name = cache_keyword(model)
         inputs.update({name: cache, "use_cache": True})
         gen = torch.Generator().manual_seed(call["seed"] + 1)
@@ -321,13 +321,13 @@ def _shape_env_of(example_inputs):
         return None
 
 
-def guard_lines(shape_env, start=0):
-    """The guards a shape environment holds from its ``start``-th on, and the sizes it replaced
+def guard_lines(shape_env):
+    """The guards a shape environment holds, and the sizes it replaced
     by numbers, each as a line that says where it came from ("eval GUARD [guard added] USER
     LINE (TORCH FILE:LINE in FN)", as torch logs them), for ``guard_origin``."""
     lines = []
     try:
-        for guard in list(shape_env.guards)[start:]:
+        for guard in list(shape_env.guards):
             lines.append(f"eval {guard.expr} [guard added] {guard.sloc}")
         for symbol, value in list(shape_env.replacements.items()):
             if getattr(value, "is_number", False):
