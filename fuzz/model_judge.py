@@ -13,7 +13,7 @@ under. It imports only the standard library, torch and the model runtime.
 import re
 
 from symfuzz.fuzz.model_case import ARCHS, LENGTH_DIMS, MAIN_INPUT
-from symfuzz.fuzz.model_runtime import reference_records
+from symfuzz.fuzz.model_runtime import Reference
 from symfuzz.fuzz.runtime.comparing import compare
 from symfuzz.fuzz.runtime.signatures import normalize_message, signature
 
@@ -154,7 +154,8 @@ def judge_recompiles(case, entries):
 
     Where torch's own rules say a graph compiled before accepts a compiled forward
     (``GuardModel``) and it compiled anyway, each guard that failed is judged
-    (``_failed_guard``): one not on sizes (the training flag, a cache object's state), one of
+    (``_failed_guard``; a graph with a failed guard of the model's code is the model's,
+    ``_judge_failure``): one not on sizes (the training flag, a cache object's state), one of
     torch's 0/1 or duck-sizing rules (of an input's size or of a size derived from it), or a
     static size that a graph held static by those rules explains nothing wrong; one of the
     model's own code is a note; any other that torch added (a decomposition's, Inductor's, a
@@ -173,7 +174,7 @@ def judge_recompiles(case, entries):
             texts = [(frame, t) for frame, ts in sorted((c.get("reasons") or {}).items()) for t in ts]
             units = entry["eager"].get("unit_sizes") or ()
             if model.reuses(sizes, units) and texts:
-                judged = [(frame, t, _failed_guard(case, model, t, sizes, compiled_at, logs)) for frame, t in texts]
+                judged = [(frame, *_judge_failure(case, model, t, sizes, compiled_at, logs)) for frame, t in texts]
                 torch_made = [j for j in judged if j[2] not in (None, MODEL)]
                 if torch_made:
                     failures.append(_recompile_failure(case, entry, *torch_made[0]))
@@ -187,6 +188,87 @@ def judge_recompiles(case, entries):
 _STATIC = re.compile(r"tensor '(?:\w+\[')?(?:kwargs\[')?([\w.\[\]']+?)'\]?'? size mismatch at index (\d+)\. "
                      r"expected (\d+), actual (\d+)")
 _SOURCE_SIZE = re.compile(r"(?:L\[')?(?:kwargs\[')?(\w+)'?\]?'?\]?\.size\(\)\[(\d+)\]")
+
+
+def guard_parts(text):
+    """The guards one recompile reason names: Dynamo joins every failed guard of a graph with
+    "; " (``report_every_failed_guard``), after the compile id."""
+    body = re.sub(r"^\d+/\d+: ", "", str(text))
+    return [part for part in re.split(r"; (?=\S)", body) if part.strip()] or [body]
+
+
+def _judge_failure(case, model, text, sizes, compiled_at, logs):
+    """(guard, origin) for one graph's failed guards: the model's where any of them is the model's
+    (the call takes another branch of its code, whichever guard Dynamo checked first), else the
+    first that torch made, else the first (origin None: torch's documented rules)."""
+    judged = [(part, _failed_guard(case, model, part, sizes, compiled_at, logs)) for part in guard_parts(text)]
+    model_made = [j for j in judged if j[1] == MODEL]
+    torch_made = [j for j in judged if j[1] not in (None, MODEL)]
+    if torch_made and not model_made:
+        # The shape environment may have folded the model's guard into a torch one (a branch at
+        # 16 patches inside a range torch narrowed to 8..12): the compile's own guards decide.
+        compile_id = re.match(r"(\d+/\d+): ", str(text))
+        failed = _failed_model_guards(logs, compile_id.group(1) if compile_id else None, sizes)
+        if failed:
+            return failed[0], MODEL
+    return (model_made or torch_made or judged)[0]
+
+
+# What a guard's text may call, as plain Python on sizes (``_guard_holds``).
+_GUARD_FUNCTIONS = {
+    "Eq": lambda a, b: a == b, "Ne": lambda a, b: a != b, "Mod": lambda a, b: a % b, "PythonMod": lambda a, b: a % b,
+    "FloorDiv": lambda a, b: a // b, "Max": max, "Min": min, "Abs": abs,
+    "CeilToInt": lambda a: -(-a // 1), "FloorToInt": lambda a: a // 1, "TruncToInt": int,
+    "IntTrueDiv": lambda a, b: a / b, "FloatTrueDiv": lambda a, b: a / b, "ToFloat": float,
+    "And": lambda *a: all(a), "Or": lambda *a: any(a), "Not": lambda a: not a, "True": True, "False": False,
+}
+
+
+def compile_blocks(lines):
+    """{compile id: (binds, [guard line])} from a run's guard lines (``guard_lines``): each
+    symbol's input and dim (``bind s3 = L['input_ids'].size()[1]``), and the guards it holds."""
+    blocks, current = {}, None
+    for line in lines:
+        if line.startswith("compile "):
+            current = blocks[line[len("compile "):]] = ({}, [])
+        elif current is None:
+            continue
+        elif line.startswith("bind "):
+            m = re.match(r"bind (\w+) = (.*)", line)
+            place = _SOURCE_SIZE.search(m.group(2)) if m else None
+            if place is not None:
+                current[0][m.group(1)] = (place.group(1), int(place.group(2)))
+        elif line.startswith("eval "):
+            current[1].append(line)
+    return blocks
+
+
+def _guard_holds(line, binds, sizes):
+    """Does the guard of a guard line (``eval EXPR [guard added] ...``) hold at ``sizes``? None
+    where it names a size the call does not have or a function it cannot evaluate."""
+    expr = line[len("eval "):].split(" [guard added]")[0]
+
+    def value(m):
+        name, dim = binds.get(m.group(0), (None, None))
+        shape = sizes.get(name)
+        return str(shape[dim]) if shape is not None and dim < len(shape) else m.group(0)
+
+    text = re.sub(r"\b[a-z]+\d+\b", value, expr)
+    if any(word not in _GUARD_FUNCTIONS for word in re.findall(r"[A-Za-z_]\w*", text)):
+        return None  # a size it cannot bind, or a function not in the table
+    try:
+        return bool(eval(text, {"__builtins__": {}}, dict(_GUARD_FUNCTIONS)))  # names checked above: sizes only
+    except Exception:  # noqa: BLE001 - a division by zero at these sizes: not decided here
+        return None
+
+
+def _failed_model_guards(logs, compile_id, sizes):
+    """The guards of the model's own code in compile ``compile_id`` that fail at ``sizes``: the
+    call takes another branch of the model than that graph was traced through. As
+    ``"GUARD  # WHERE"`` parts, like Dynamo's reasons."""
+    binds, guards = compile_blocks(logs).get(compile_id, ({}, []))
+    return [f"{line[len('eval '):].split(' [guard added]')[0]}  # {line.split('[guard added] ', 1)[-1]}"
+            for line in guards if guard_origin(line) == MODEL and _guard_holds(line, binds, sizes) is False]
 
 
 def _failed_guard(case, model, text, sizes, compiled_at, logs):
@@ -274,6 +356,34 @@ def _config_limit(case, message):
     return MODEL if any(abs(b - v) <= 2 for b in bounds for v in sizes) else None
 
 
+def _branch_in_range(case, entry):
+    """``MODEL`` where the model's own code branches on a marked size somewhere inside the range
+    the mark claims (ViT takes another path where the patches fill its position table): that mark
+    cannot hold on this model whatever torch does, so the refusal is the model's business."""
+    marks = case["calls"][entry["call"]].get("marks") or {}
+    marked = set(re.findall(r"You marked (\S+) as dynamic", entry["compiled"]["error"].get("message", "")))
+    places = {(m.group(1), int(m.group(2))) for m in map(_SOURCE_SIZE.search, marked) if m}
+    sizes = entry["compiled"].get("sizes") or {}
+    if not places or not sizes:
+        return None
+    blocks = compile_blocks(entry["compiled"].get("guards_added") or []).values()
+    for key in ("batch", "length"):
+        group = {(name, dim) for name, dim in places if (dim == 0) == (key == "batch")}
+        if not group:
+            continue
+        mark = marks.get(key) or {}
+        now = max((sizes[name][dim] for name, dim in group if name in sizes and dim < len(sizes[name])), default=2)
+        low, high = max(int(mark.get("min") or 2), 2), int(mark.get("max") or 4 * now)
+        for binds, guards in blocks:
+            model_guards = [g for g in guards if guard_origin(g) == MODEL]
+            for value in range(low, min(high, low + 1024) + 1) if model_guards else ():
+                at = {name: [value if (name, d) in group else v for d, v in enumerate(shape)]
+                      for name, shape in sizes.items()}
+                if any(_guard_holds(g, binds, at) is False for g in model_guards):
+                    return MODEL
+    return None
+
+
 def _specialization_origin(entry):
     """Where a dim marked dynamic was specialized: the origins of the guards that compile
     added which tie one symbol to a number (``Eq(s3, 7)``, ``s3 < 16``, a replacement)."""
@@ -292,15 +402,10 @@ def _specialization_origin(entry):
 def judge_model_run(case, entries, reference=None, device="cpu"):
     """The run's failures, the deciding one first, and its notes: ([failure], [note]).
 
-    ``reference(call_index)`` gives the fp64 records of a call (``reference_records``), asked
-    only where compiled and eager differ beyond tolerance."""
+    ``reference(call_index)`` gives the fp64 records of a call (``Reference``), asked only where
+    compiled and eager differ beyond tolerance."""
     failures, notes = [], []
-    cache = {}
-
-    def ref_of(call):
-        if call not in cache:
-            cache[call] = (reference or (lambda i: reference_records(case, i, device)))(call)
-        return cache[call]
+    ref_of = reference or Reference(case, device)
 
     for entry in entries:
         e, c = entry["eager"], entry["compiled"]
@@ -308,7 +413,8 @@ def judge_model_run(case, entries, reference=None, device="cpu"):
         if "error" in c and "error" not in e:
             error = c["error"]
             if "ConstraintViolation" in error.get("type", "") or "Constraints violated" in error.get("message", ""):
-                origin = _config_limit(case, error.get("message", "")) or _specialization_origin(entry)
+                origin = _config_limit(case, error.get("message", "")) or _branch_in_range(case, entry) or \
+                    _specialization_origin(entry)
                 item = {"symptom": "over-specialization", "stage": "dynamo", "error": error, "origin": origin,
                         "detail": f"a dim marked dynamic was specialized or guarded: {origin}", **where,
                         "key": f"{error.get('type')}|{normalize_message(error.get('message', ''))}|{origin}"}

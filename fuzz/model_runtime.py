@@ -311,6 +311,19 @@ def _guard_failures():
         return {}
 
 
+def report_every_failed_guard():
+    """Have Dynamo record every guard of a graph that a call fails, not only the first: the
+    ``recompiles_verbose`` log artifact, enabled without a handler (nothing is printed). Which
+    guard Dynamo checks first is an accident of order: a call that takes another branch of the
+    model's code may fail a torch guard first and the model's guard after it."""
+    try:
+        from torch._logging._internal import log_state  # private torch API, looked up at use
+
+        log_state.enable_artifact("recompiles_verbose")
+    except Exception:  # noqa: BLE001 - internals moved in some torch version: the first failure only
+        pass
+
+
 def _shape_env_of(example_inputs):
     try:
         from torch._guards import detect_fake_mode  # private torch API, looked up at use
@@ -321,13 +334,31 @@ def _shape_env_of(example_inputs):
         return None
 
 
-def guard_lines(shape_env):
-    """The guards a shape environment holds, and the sizes it replaced
-    by numbers, each as a line that says where it came from ("eval GUARD [guard added] USER
-    LINE (TORCH FILE:LINE in FN)", as torch logs them), for ``guard_origin``."""
-    lines = []
+def _compile_id():
     try:
-        for guard in list(shape_env.guards):
+        from torch._guards import CompileContext  # private torch API, looked up at use
+
+        return str(CompileContext.current_compile_id())
+    except Exception:  # noqa: BLE001 - internals moved in some torch version
+        return "?"
+
+
+def guard_lines(shape_env, compile_id="?"):
+    """What one compile's shape environment holds, as lines: ``compile ID`` (the id Dynamo's
+    recompile reasons start with), each symbol's input (``bind s3 = L['input_ids'].size()[1]``),
+    then its guards and the sizes it replaced by numbers, each saying where it came from ("eval
+    GUARD [guard added] USER LINE (TORCH FILE:LINE in FN)", as torch logs them), for
+    ``guard_origin`` and for evaluating a compile's guards at another call's sizes."""
+    lines = [f"compile {compile_id}"]
+    try:
+        for symbol, sources in list(shape_env.var_to_sources.items()):
+            if sources:
+                name = sources[0].name  # a property in recent torch, a method before
+                lines.append(f"bind {symbol} = {name() if callable(name) else name}")
+    except Exception:  # noqa: BLE001 - internals moved in some torch version: no bindings
+        pass
+    try:
+        for guard in list(shape_env.guards)[:400]:
             lines.append(f"eval {guard.expr} [guard added] {guard.sloc}")
         for symbol, value in list(shape_env.replacements.items()):
             if getattr(value, "is_number", False):
@@ -344,7 +375,7 @@ class CompileWatch:
     records each compile's shape environment before handing the graph to ``inner``."""
 
     def __init__(self):
-        self.shape_envs = []
+        self.shape_envs = []  # (shape env, compile id) of each compile, in order
 
     def backend(self, inner):
         import torch._dynamo  # (torch is imported already; the name is looked up here)
@@ -353,8 +384,8 @@ class CompileWatch:
 
         def recording(gm, example_inputs):
             shape_env = _shape_env_of(example_inputs)
-            if shape_env is not None and all(e is not shape_env for e in self.shape_envs):
-                self.shape_envs.append(shape_env)
+            if shape_env is not None and all(e is not shape_env for e, _ in self.shape_envs):
+                self.shape_envs.append((shape_env, _compile_id()))
             return compile_graph(gm, example_inputs)
 
         return recording
@@ -375,7 +406,7 @@ class CompileWatch:
         record["graphs"] = graphs - self._graphs if graphs >= 0 and self._graphs >= 0 else -1
         record["reasons"] = reasons
         record["sizes"] = self._sizes
-        record["guards_added"] = [line for env in self.shape_envs[self._envs:] for line in guard_lines(env)][-200:]
+        record["guards_added"] = [line for env, cid in self.shape_envs[self._envs:] for line in guard_lines(env, cid)]
 
 
 def run_model_schedule(case, backend, mode=None, device="cpu"):
@@ -388,6 +419,7 @@ def run_model_schedule(case, backend, mode=None, device="cpu"):
     and after each call the compiled side continues from eager's weights."""
     eager_model = build_model(case).to(device)
     training = any(c["kind"] == "train" for c in case["calls"])
+    report_every_failed_guard()
     # Each side has its own copy: eager's carries hooks that read its inner sizes (UnitSizes).
     compiled_model = copy.deepcopy(eager_model)
     units = UnitSizes(eager_model)
@@ -447,13 +479,27 @@ class UnitSizes:
             handle.remove()
 
 
-def reference_records(case, call_index, device="cpu"):
-    """The fp64 reference of one call's forwards: the model in float64 from the same seed, the
-    calls before it replayed (training steps change the weights)."""
-    model = build_model(case).to(device=device, dtype=torch.float64)  # the case's own weights, widened
-    training = any(c["kind"] == "train" for c in case["calls"])
-    side = Side(model, step=case.get("step") if training else None, cast=torch.float64)
-    records = []
-    for index, call in enumerate(case["calls"][: call_index + 1]):
-        records = side.run(case, call, index, device)
-    return records
+class Reference:
+    """The fp64 reference of a case's calls: the model in float64 from the same seed, its calls
+    made once, in order, as far as the judge asks (training steps change the weights, so a call's
+    reference needs the calls before it). ``reference(i)`` gives call ``i``'s records; asking in
+    call order costs one pass over the schedule, not one per call."""
+
+    def __init__(self, case, device="cpu"):
+        self.case, self.device = case, device
+        self.side, self.made, self.kept = None, 0, {}
+
+    def __call__(self, call_index):
+        if call_index in self.kept:
+            return self.kept[call_index]
+        if self.side is None or call_index < self.made:
+            model = build_model(self.case).to(device=self.device, dtype=torch.float64)  # the case's weights, widened
+            training = any(c["kind"] == "train" for c in self.case["calls"])
+            self.side = Side(model, step=self.case.get("step") if training else None, cast=torch.float64)
+            self.made = 0
+        records = []
+        while self.made <= call_index:
+            records = self.side.run(self.case, self.case["calls"][self.made], self.made, self.device)
+            self.made += 1
+        self.kept[call_index] = records
+        return records

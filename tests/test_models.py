@@ -12,8 +12,9 @@ from symfuzz.corpus.finding import Finding, FindingFormatError, check_case
 from symfuzz.corpus.scripts import render_repro
 from symfuzz.fuzz.model_case import ARCHS, check_model_case, describe_call, is_model_case, schedule_lines
 from symfuzz.fuzz.model_draw import CONFIGS, generate_model, model_case_from_choices
-from symfuzz.fuzz.model_judge import (MODEL, GuardModel, _derived_zero_or_one, guard_origin, is_torch_origin,
-                                        judge_recompiles, model_signature)
+from symfuzz.fuzz.model_judge import (MODEL, GuardModel, _derived_zero_or_one, _guard_holds, compile_blocks,
+                                        guard_origin, guard_parts, is_torch_origin, judge_model_run, judge_recompiles,
+                                        model_signature)
 from symfuzz.oracles.verdict import ExcessRecompile, OutputMismatch, Verdict
 from symfuzz.settings import parse_source, source_of
 from symfuzz.stats import model_table
@@ -231,7 +232,6 @@ def test_the_html_report_has_a_row_per_architecture():
 
 
 def test_a_refused_mark_past_the_model_s_own_position_table_is_the_model_s_limit():
-    from symfuzz.fuzz.model_judge import judge_model_run
 
     case = {"kind": "model", "arch": "bert", "dynamic": None, "config": {"max_position_embeddings": 66},
             "calls": [{"kind": "forward", "batch": 1, "seq": 24, "seed": 0}]}
@@ -256,3 +256,62 @@ def test_a_refused_mark_past_the_model_s_own_position_table_is_the_model_s_limit
         for mark in (drawn["calls"][0].get("marks") or {}).values():
             assert mark.get("max", 0) <= 128
 
+
+
+# ViT's branch where the patches fill its position table, as a compile records it (guard_lines).
+_VIT_BLOCK = [
+    "compile 0/0",
+    "bind s1 = L['kwargs']['pixel_values'].size()[2]",
+    "bind s2 = L['kwargs']['pixel_values'].size()[3]",
+    "eval Ne(((s1//4))*((s2//4)), 16) [guard added] if num_patches == num_positions:  "
+    "# transformers/models/vit/modeling_vit.py:103 in interpolate_pos_encoding (_dynamo/variables/tensor.py:2606 in evaluate_expr)",
+    "eval 3*s2 <= 36 [guard added] (_prims_common/__init__.py:2070 in are_strides_like_channels_last_or_false)",
+]
+
+
+def test_a_compile_s_guards_hold_or_fail_at_another_call_s_sizes():
+    binds, guards = compile_blocks(_VIT_BLOCK)["0/0"]
+    assert binds == {"s1": ("pixel_values", 2), "s2": ("pixel_values", 3)}
+    at = lambda h: {"pixel_values": [2, 3, h, h]}  # noqa: E731 - a table of sizes
+    assert [_guard_holds(g, binds, at(12)) for g in guards] == [True, True]
+    assert [_guard_holds(g, binds, at(16)) for g in guards] == [False, False]
+    assert _guard_holds(guards[0], binds, {"input_ids": [2, 5]}) is None  # a size the call lacks: undecided
+    assert _guard_holds("eval Ne(sqrt(s1), 2) [guard added]", binds, at(4)) is None  # a function not in the table
+    assert guard_parts("0/0: a <= 3  # x (f.py:1 in g); b == 2  # y") == ["a <= 3  # x (f.py:1 in g)", "b == 2  # y"]
+
+
+def test_a_recompile_where_the_model_takes_another_branch_is_the_model_s_even_when_torch_s_guard_failed_first():
+    # torch folded the model's guard into its own range (8..12): Dynamo names only torch's.
+    torch_range = ("0/0: 8 <= kwargs['pixel_values'].size()[2] <= 12  # x  # transformers/models/vit/modeling_vit.py:118 "
+                   "in interpolate_pos_encoding (_prims_common/__init__.py:511 in _is_non_overlapping_and_dense_or_false)")
+    case = {"kind": "model", "arch": "vit", "dynamic": True, "calls": [{"kind": "forward", "batch": 2, "seq": 12, "seed": 0}] * 3}
+    first = _entry(0, {"pixel_values": [2, 3, 12, 12]}, 1)
+    first["compiled"]["guards_added"] = _VIT_BLOCK
+    on_table = _entry(1, {"pixel_values": [2, 3, 16, 16]}, 1, {"wrapper": [torch_range]})
+    found, noted = judge_recompiles(case, [first, on_table])
+    assert found == [] and "Ne(((s1//4))*((s2//4)), 16)" in noted[0]["guard"]
+    # Off the table (20 px: 5x5 patches) the model's branch holds: torch's range alone recompiled.
+    off_table = _entry(1, {"pixel_values": [2, 3, 20, 20]}, 1, {"wrapper": [torch_range]})
+    found, noted = judge_recompiles(case, [first, off_table])
+    assert len(found) == 1 and "_prims_common" in found[0]["origin"] and noted == []
+
+
+def test_a_refused_mark_whose_range_holds_a_branch_of_the_model_is_the_model_s():
+    message = ("Constraints violated (L['kwargs']['pixel_values'].size()[2])!\n  - You marked "
+               "L['kwargs']['pixel_values'].size()[2] as dynamic but your code specialized it to be a constant (8).")
+    error = {"type": "torch.fx.experimental.symbolic_shapes.ConstraintViolationError", "message": message}
+
+    def run(high):
+        case = {"kind": "model", "arch": "vit", "dynamic": True, "config": {},
+                "calls": [{"kind": "forward", "batch": 2, "seq": 8, "seed": 0,
+                           "marks": {"length": {"mark": "dynamic", "min": 8, "max": high}}}]}
+        entry = {"call": 0, "step": 0, "kind": "forward", "eager": {"out": ()},
+                 "compiled": {"error": error, "sizes": {"pixel_values": [2, 3, 8, 8]},
+                              "guards_added": _VIT_BLOCK + ["set_replacement s1 = 8 "
+                                                            "(_prims_common/__init__.py:2070 in are_strides_like_channels_last_or_false)"]}}
+        return judge_model_run(case, [entry])
+
+    failures, notes = run(512)  # 16 px (the table's 4x4 patches) is in the range: the model branches there
+    assert failures == [] and notes[0]["origin"] == MODEL
+    failures, notes = run(15)  # no branch of the model inside 8..15: torch's specialization is the finding
+    assert failures[0]["symptom"] == "over-specialization" and "_prims_common" in failures[0]["origin"]
