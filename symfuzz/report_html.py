@@ -244,10 +244,10 @@ def _models_section(stats: dict) -> list[str]:
     models = stats.get("models") or {}
     if not isinstance(models, dict) or not models:
         return []
-    columns = ("cases", "calls", "checked", "graphs", "recompiles", "notes", "findings")
+    columns = ("cases", "calls", "checked", "graphs", "recompiles", "notes", "findings", "seconds")
     out = ["<h2>Real models</h2>", "<p>Per architecture of the model source: cases, forwards made and checked "
            "against eager, graphs compiled, recompiles, recompiles the model's own code asked for (notes), "
-           "confirmed findings.</p>",
+           "confirmed findings, worker seconds.</p>",
            "<table><thead><tr><th>architecture</th>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr></thead><tbody>"]
     for arch, row in sorted(models.items()):
         row = row if isinstance(row, dict) else {}

@@ -25,9 +25,10 @@ MOTIF_PREFIX = "motif:"
 KIND_FEATURES_PREFIX, KIND_SECONDS_PREFIX = "kind-features:", "kind-seconds:"
 RECOMPILE_PREFIX = "recompile-class:"
 # Per architecture of the model source (stats.json "models"): cases, calls made and checked, graphs
-# compiled, the model's own recompiles noted, findings confirmed; in the counts under this prefix.
+# compiled, the model's own recompiles noted, findings confirmed, worker seconds (compiles are most
+# of them: what an architecture costs a campaign); in the counts under this prefix.
 MODEL_PREFIX = "model:"
-MODEL_COUNTS = ("cases", "calls", "checked", "graphs", "recompiles", "notes", "candidates", "findings")
+MODEL_COUNTS = ("cases", "calls", "checked", "graphs", "recompiles", "notes", "candidates", "findings", "seconds")
 
 
 def model_table(counts) -> dict:
@@ -124,7 +125,8 @@ class Stats:
         if arch:
             for what, value in (("cases", 1), ("calls", result.calls), ("checked", result.checked),
                                 ("graphs", sum(g for g in result.graphs if g > 0)), ("recompiles", result.recompiles),
-                                ("notes", len(features.get("notes") or [])), ("candidates", bool(verdicts))):
+                                ("notes", len(features.get("notes") or [])), ("candidates", bool(verdicts)),
+                                ("seconds", round(sum((result.seconds or {}).values()), 1))):
                 c[f"{MODEL_PREFIX}{arch}:{what}"] += value
         # Per-motif counts ride in the counts (so --resume carries them), under a prefix.
         c.update(MOTIF_PREFIX + str(m) for m in features.get("motifs") or [])
