@@ -32,6 +32,8 @@ import re
 import textwrap
 from typing import Optional
 
+from symfuzz.corpus.model_short import COMPILED_LINE as MODEL_COMPILED_LINE
+from symfuzz.corpus.model_short import render_model_short
 from symfuzz.corpus.scripts import Helpers, compile_config_lines, docstring_text, mark_lines, what_failed
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.model_case import is_model_case
@@ -87,7 +89,7 @@ def render_short(finding, minified: bool = False, caveat: str = "") -> Optional[
     smallest case of one), or None where it needs the judge. ``caveat``: a paragraph for its docstring."""
     verdict, lane = finding.verdict, finding.lane
     if is_model_case(finding.case):
-        return None  # a model finding's repro.py is short already: the architecture, its config, the calls
+        return render_model_short(finding)  # torch and transformers: the architecture, its config, the calls
     case = Case.from_json(finding.case)
     if not shown_plainly(verdict, lane, case):
         return None
@@ -382,7 +384,8 @@ def _argument(arg) -> str:
 # A traceback's exception line: "pkg.module.SomeError: message" (or no message), unindented, a class name last.
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?$)")
 # The short repro's lines that run the compiled function: a crash must come out of one of them.
-_COMPILED_LINES = ("actual = compiled(*args)", "actual_grads = gradients(actual", "compiled(*args)", "compiled(*make())")
+_COMPILED_LINES = ("actual = compiled(*args)", "actual_grads = gradients(actual", "compiled(*args)", "compiled(*make())",
+                   MODEL_COMPILED_LINE)
 
 
 def short_mismatch(finding, code: Optional[int], out: str, exceeded: bool = False) -> Optional[str]:

@@ -93,7 +93,8 @@ def issue_report(path) -> str:
 def _model_issue(finding: Finding, folder: Path) -> str:
     """A model finding's report: the architecture and the sizes in the title, the smallest script
     there is (a graph-level minified one, torch only, where the minifier cut one; else repro.py,
-    torch and transformers), expected and actual, the versions with transformers'."""
+    torch and transformers: the short one where confirmation kept it, the judged one where not),
+    expected and actual, the versions with transformers'."""
     case, verdict, lane, env = finding.case, finding.verdict, finding.lane, finding.environment
     config_class, model_class, _ = ARCHS[case["arch"]]
     does, expected = _SYMPTOMS.get(verdict.symptom, (verdict.symptom, "compiled agrees with eager"))
@@ -104,12 +105,15 @@ def _model_issue(finding: Finding, folder: Path) -> str:
     title = (f"torch.compile (backend={lane.get('backend')}, {dynamic}, {lane.get('device', 'cpu')}) {does} in "
              f"transformers' {model_class} at changing sizes")
     minified = folder / "minified" / "repro.py"
+    short = render_short(finding)
     if minified.is_file():
         script, which = minified.read_text(errors="replace"), "minified by symfuzz to one compiled graph; torch only"
     elif (folder / "repro.py").is_file():
         script, which = (folder / "repro.py").read_text(errors="replace"), "symfuzz's repro; torch and transformers"
+    elif short is not None:
+        script, which = short, "symfuzz's repro, written from the finding; torch and transformers"
     else:
-        script, which = render_repro(finding), "symfuzz's repro, written from the finding; torch and transformers"
+        script, which = render_repro(finding), "symfuzz's judged repro, written from the finding; torch and transformers"
     evidence = verdict.evidence.to_json() if verdict.evidence is not None else {}
     seen = evidence.get("detail") or str((evidence.get("error") or {}).get("message", verdict.symptom))[:300]
     lines = [f"### {title}", "",

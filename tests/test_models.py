@@ -315,3 +315,52 @@ def test_a_refused_mark_whose_range_holds_a_branch_of_the_model_is_the_model_s()
     assert failures == [] and notes[0]["origin"] == MODEL
     failures, notes = run(15)  # no branch of the model inside 8..15: torch's specialization is the finding
     assert failures[0]["symptom"] == "over-specialization" and "_prims_common" in failures[0]["origin"]
+
+
+def _imports(text):
+    tree = ast.parse(text)
+    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    return names | {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_a_model_finding_s_short_repro_opens_with_the_bug_in_a_screenful(arch):
+    from symfuzz.corpus.short_repro import render_short
+
+    case = generate_model(0, 0, [arch])
+    case["calls"] = [{**c, "kind": "forward"} for c in case["calls"]]  # no training step before the failing call
+    for symptom in ("value-mismatch", "excess-recompiles"):
+        finding = _model_finding(symptom)
+        finding.case = case
+        text = render_short(finding)
+        assert text is not None, (arch, symptom)
+        first = text.split("\n", 3)[1]
+        assert first.startswith(f'"""{symptom} in {arch} (transformers\' {ARCHS[arch][1]}) at call 1'), first
+        assert len(text.splitlines()) <= 100, text
+        assert _imports(text) <= set(__import__("sys").stdlib_module_names) | {"torch", "transformers"}
+        # The calls through the failing one, as the case has them; the rest change nothing.
+        calls = text[text.index("CALLS = ["):text.index("\n]\n")]
+        assert calls.count("'seed'") == 2 and "# fails here" in calls
+        assert ("error_on_recompile = True" in text) == (symptom == "excess-recompiles")
+        assert ("torch.testing.assert_close" in text) == (symptom == "value-mismatch")
+
+
+def test_a_short_repro_is_left_to_the_judged_script_where_it_cannot_show_the_bug_plainly():
+    from symfuzz.corpus.short_repro import render_short
+
+    finding = _model_finding()
+    trained = copy.deepcopy(finding)
+    trained.case["calls"][0] = {**trained.case["calls"][0], "kind": "train"}
+    assert render_short(trained) is None  # a training step's weights before the failing call
+    gpu = copy.deepcopy(finding)
+    gpu.lane["device"] = "cuda"
+    assert render_short(gpu) is None
+    decode = copy.deepcopy(_model_finding("excess-recompiles"))
+    decode.case["calls"][1] = {**decode.case["calls"][1], "kind": "decode", "steps": 2}
+    assert render_short(decode) is None  # which step of a loop recompiled is the judge's bookkeeping
+    # A decode loop before a failing forward is written out: prefill and steps on a cache of each side's own.
+    decoding = copy.deepcopy(finding)
+    decoding.case["calls"][0] = {**decoding.case["calls"][0], "kind": "decode", "steps": 2}
+    text = render_short(decoding)
+    assert "def forwards(model, call, kwargs, key):" in text and "transformers.DynamicCache" in text
+    ast.parse(text)

@@ -37,19 +37,33 @@ def _campaign(tmp_path, plant, archs, budget="120s"):
 
 
 def _passes_without_the_plant(out, finding):
+    """The judged script (judge.py beside a short repro.py, else repro.py) passes, and so does the
+    short one, each in a fresh process without the plant."""
     folder = out / "findings" / finding["verdict"]["signature"]
     env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
-    run = subprocess.run([sys.executable, str(folder / "repro.py")], cwd=folder, env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert run.returncode == 0 and '"ok": true' in run.stdout, (run.stdout + run.stderr)[-3000:]
+    scripts = [("judge.py", '"ok": true'), ("repro.py", "no failure")] if (folder / "judge.py").is_file() else \
+        [("repro.py", '"ok": true')]
+    for script, fixed in scripts:
+        run = subprocess.run([sys.executable, str(folder / script)], cwd=folder, env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert run.returncode == 0 and fixed in run.stdout, (script, (run.stdout + run.stderr)[-3000:])
+
+
+def _short_repro_shows_it(out, finding):
+    """repro.py is the short script (torch and transformers, a screenful) and, run fresh with the
+    plant at confirmation, it showed the bug."""
+    folder = out / "findings" / finding["verdict"]["signature"]
+    assert (finding["confirmation"].get("short_repro") or "").startswith("shows the bug"), finding["confirmation"]
+    repro = (folder / "repro.py").read_text()
+    assert (folder / "judge.py").is_file() and len(repro.splitlines()) <= 110, repro
+    assert finding["case"]["arch"] in repro.split("\n", 3)[1]  # the title names the architecture
 
 
 def test_an_index_bug_in_the_heads_split_is_found_in_real_attention(tmp_path):
     out, finding = _campaign(tmp_path, "heads-transpose-symbolic", DECODERS + ",bert")
     assert finding["verdict"]["symptom"] == "value-mismatch"
     assert finding["confirmation"]["status"] == "reproduced"
-    repro = (out / "findings" / finding["verdict"]["signature"] / "repro.py").read_text()
-    assert finding["case"]["arch"] in repro.split("\n", 3)[1]  # the title names the architecture
+    _short_repro_shows_it(out, finding)
     _passes_without_the_plant(out, finding)
 
 
@@ -58,6 +72,7 @@ def test_a_guard_that_misses_a_kv_cache_growing_by_one_is_found_in_a_decode_loop
     assert finding["verdict"]["symptom"] in ("crash", "value-mismatch")
     call = finding["case"]["calls"][finding["verdict"]["call_index"]]
     assert call["kind"] == "decode"
+    _short_repro_shows_it(out, finding)
     _passes_without_the_plant(out, finding)
 
 
@@ -67,4 +82,5 @@ def test_a_dim_marked_dynamic_that_torch_specializes_is_found_and_blamed_on_torc
     assert verdict["symptom"] in ("over-specialization", "excess-recompiles")
     # The guard's origin is torch's own Python (here, the planted nn.Embedding.forward), not the model's.
     assert "torch: Python code Dynamo traced (tests/plants/sitecustomize.py)" in verdict["evidence"]["detail"]
+    _short_repro_shows_it(out, finding)
     _passes_without_the_plant(out, finding)
