@@ -6,12 +6,14 @@ import contextlib
 import os
 import shutil
 import sys
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from symfuzz.corpus.deaths import cause_of, failure_id, place_from_evidence
 from symfuzz.corpus.replay import hang_limit
+from symfuzz.corpus.short_repro import JUDGE_NAME
 from symfuzz.corpus.store import load_findings
 from symfuzz.fuzz.model_case import is_model_case
 from symfuzz.minifier.case_passes import CASE_PASSES
@@ -126,9 +128,7 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
                           "(OUT/findings/<signature>) or a failing script.py")
     folder, finding = findings[0]
     if is_model_case(finding.case):
-        # A real architecture's failure: the graph-level minifier cuts its repro.py (torch and
-        # transformers) to a torch-only script of the one compiled graph that fails.
-        return minify_script(folder / "repro.py", options, say, default=folder / "minified")
+        return _minify_model_finding(folder, finding, options, say)
     evidence = finding.verdict.evidence
     timeout = options.query_timeout or 300.0
     if isinstance(evidence, Hung):
@@ -148,6 +148,28 @@ def minify_finding(path: Path, options: MinifyOptions, say: Callable[[str], None
                         skip_fruitless=options.skip_fruitless)
         subject = CaseSubject.from_finding(finding)
         return _run(driver, subject, with_module_passes(CASE_PASSES), f"python {folder / 'repro.py'}")
+
+
+# A model finding's symptoms that lie inside one compiled graph: its error, or its wrong values.
+_GRAPH_SYMPTOMS = {"crash": False, "value-mismatch": True, "metadata-mismatch": True}
+
+
+def _minify_model_finding(folder: Path, finding, options: MinifyOptions, say: Callable[[str], None]) -> Result:
+    """A real architecture's failure inside one compiled graph: the graph-level minifier cuts the
+    finding's short repro.py (torch and transformers, the backend by name) to a torch-only script of
+    that graph, checking values against eager where the symptom is a wrong value."""
+    symptom = finding.verdict.symptom
+    script = folder / "repro.py"
+    if symptom not in _GRAPH_SYMPTOMS:
+        raise MinifyError(f"{finding.verdict.signature} is a {symptom}: it lies in the guards between the calls, "
+                          f"not inside one compiled graph, so no graph-level script can show it. {script} is the "
+                          "smallest script there is.")
+    if not (folder / JUDGE_NAME).is_file():  # repro.py is the judged script: its backend wrapper has no name
+        raise MinifyError(f"{finding.verdict.signature} has no short repro.py (confirmation found that a plain "
+                          f"script does not show it); minify {script} by hand, or report it as it is.")
+    if _GRAPH_SYMPTOMS[symptom] and not (options.match or options.test):
+        options = dataclasses.replace(options, accuracy=True)
+    return minify_script(script, options, say, default=folder / "minified")
 
 
 def minify_script(path: Path, options: MinifyOptions, say: Callable[[str], None],
