@@ -364,3 +364,11 @@ def test_a_short_repro_is_left_to_the_judged_script_where_it_cannot_show_the_bug
     text = render_short(decoding)
     assert "def forwards(model, call, kwargs, key):" in text and "transformers.DynamicCache" in text
     ast.parse(text)
+
+
+def test_an_error_dynamo_raised_while_tracing_is_put_at_dynamo_s_stage():
+    from symfuzz.fuzz.runtime.running import exception_stage
+
+    traced = AssertionError("not simple sympy type <class 'NoneType'>: None\n\nfrom user code:\n   File \"m.py\", line 3")
+    assert exception_stage(traced) == "dynamo"
+    assert exception_stage(AssertionError("plain")) == "runtime"

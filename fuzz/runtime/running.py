@@ -123,6 +123,8 @@ def exception_stage(exc):
         return "inductor"
     if module.startswith("torch._dynamo") or name in ("TorchRuntimeError", "InternalTorchDynamoError", "Unsupported", "UserError"):
         return "dynamo"
+    if "\nfrom user code:\n" in text:  # Dynamo's note on an error raised while it traced the code
+        return "dynamo"
     if "guard" in head.lower()[:300]:
         return "guard"
     return "runtime"
