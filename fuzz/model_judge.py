@@ -97,23 +97,28 @@ class GuardModel:
     def reuses(self, sizes, units=()):
         """Does some compiled graph's guards accept a call at ``sizes``, whose inner sizes of
         0 and 1 are ``units`` (``UnitSizes``)?"""
+        return bool(self.accepting(sizes, units))
+
+    def accepting(self, sizes, units=()):
+        """The tags (``compile``'s) of the graphs whose guards accept a call at ``sizes``."""
         dims = self._dims(sizes)
-        for static, dynamic, groups in self.graphs.get((tuple(sorted(sizes)), tuple(units)), []):
+        found = []
+        for static, dynamic, groups, tag in self.graphs.get((tuple(sorted(sizes)), tuple(units)), []):
             if any(dims[at] != v for at, v in static.items()) or any(dims[at] < 2 for at in dynamic):
                 continue
             if all(len({dims[at] for at in group}) == 1 for group in groups):
-                return True
-        return False
+                found.append(tag)
+        return found
 
     def was_static(self, name, dim, size):
         """Did a graph compiled so far hold dim ``dim`` of input ``name`` static at ``size``,
         as torch's rules say it should?"""
-        return any(static.get((name, dim)) == size for graphs in self.graphs.values() for static, _, _ in graphs)
+        return any(static.get((name, dim)) == size for graphs in self.graphs.values() for static, _, _, _ in graphs)
 
-    def compile(self, sizes, units=(), marked=()):
+    def compile(self, sizes, units=(), marked=(), tag=None):
         """A graph compiled at ``sizes`` (inner sizes of 0 and 1: ``units``) from tensors that mark
         ``marked`` dynamic (a mark is the tensor's, not the frame's: a later call's tensors carry none):
-        record what its guards check."""
+        record what its guards check, and ``tag`` (what ``accepting`` gives back for it)."""
         self.marked = set(marked)
         dims = self._dims(sizes)
         for at, v in dims.items():
@@ -126,7 +131,7 @@ class GuardModel:
         for at in dynamic:
             groups.setdefault(dims[at], []).append(at)
         kept = [g for g in groups.values() if len(g) > 1]
-        self.graphs.setdefault((tuple(sorted(sizes)), tuple(units)), []).append((static, dynamic, kept))
+        self.graphs.setdefault((tuple(sorted(sizes)), tuple(units)), []).append((static, dynamic, kept, tag))
 
 
 def _size_guard(text):
@@ -173,14 +178,18 @@ def judge_recompiles(case, entries):
         if c.get("graphs", 0) > 0:
             texts = [(frame, t) for frame, ts in sorted((c.get("reasons") or {}).items()) for t in ts]
             units = entry["eager"].get("unit_sizes") or ()
-            if model.reuses(sizes, units) and texts:
+            accepting = model.accepting(sizes, units)
+            branch = _other_branch(entry, accepting)
+            if accepting and texts and branch:
+                notes.append(_recompile_failure(case, entry, texts[0][0], branch, MODEL))
+            elif accepting and texts:
                 judged = [(frame, *_judge_failure(case, model, t, sizes, compiled_at, logs)) for frame, t in texts]
                 torch_made = [j for j in judged if j[2] not in (None, MODEL)]
                 if torch_made:
                     failures.append(_recompile_failure(case, entry, *torch_made[0]))
                 elif any(origin == MODEL for _, _, origin in judged):
                     notes.append(_recompile_failure(case, entry, *next(j for j in judged if j[2] == MODEL)))
-            model.compile(sizes, entry["eager"].get("unit_sizes") or (), _marked(case, entry))
+            model.compile(sizes, units, _marked(case, entry), tag=entry)
             compiled_at.append(sizes)
     return failures, notes
 
@@ -188,6 +197,27 @@ def judge_recompiles(case, entries):
 _STATIC = re.compile(r"tensor '(?:\w+\[')?(?:kwargs\[')?([\w.\[\]']+?)'\]?'? size mismatch at index (\d+)\. "
                      r"expected (\d+), actual (\d+)")
 _SOURCE_SIZE = re.compile(r"(?:L\[')?(?:kwargs\[')?(\w+)'?\]?'?\]?\.size\(\)\[(\d+)\]")
+
+
+def _other_branch(entry, accepting):
+    """Where the model's own code takes a branch at this forward that it did not take at any compile
+    whose graph torch's rules say accepts it (``ModelLines``: the lines of transformers each eager
+    forward ran), as a guard-like part ("the model's code ran F:104 here, not at call 3  # F:104");
+    else None. Only lines new here count: a line that ran at the first call alone (a lazy init, a
+    warning given once) is not a branch on sizes."""
+    now = entry["eager"].get("model_lines")
+    if now is None or not accepting:
+        return None
+    new = set(now)
+    for compiled in accepting:
+        then = (compiled or {}).get("eager", {}).get("model_lines")
+        if not then or not set(now) - set(then):
+            return None  # a graph traced through the same code accepts it: torch's guards decide
+        new &= set(now) - set(then)
+    if not new:
+        return None
+    line = sorted(new)[0]
+    return f"the model's code ran {line} here, not at call {accepting[0]['call']}  # {line} (the model's branch)"
 
 
 def guard_parts(text):
@@ -275,6 +305,10 @@ def _failed_guard(case, model, text, sizes, compiled_at, logs):
     """Who a failed guard's recompile is on: None (torch's documented rules, or not a guard on
     sizes), ``MODEL``, or the torch origin (``guard_origin``) that makes it a finding."""
     if not _size_guard(text):
+        return None
+    if "stride" in text and re.search(r"cache|past_key_values", text):
+        # A KV cache holds what the model's last step made of it (a transposed view after a prefill,
+        # a contiguous cat after a step): a new layout, and torch guards every input's strides.
         return None
     origin = _origin_of_failure(text, logs)
     if origin in ("torch: 0/1 specialization", "torch: duck sizing"):

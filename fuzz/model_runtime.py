@@ -16,6 +16,7 @@ library and torch at its top; ``transformers`` is imported where a model is buil
 
 import copy
 import inspect
+import sys
 
 import torch
 
@@ -186,13 +187,13 @@ def _steps(case, call, model, on_step, device="cpu"):
                     inputs["attention_mask"] = mask
                 if call.get("positions") and mask is not None:
                     inputs["position_ids"] = mask.sum(-1, keepdim=True) - 1
-            on_step(j, inputs, lambda kw: model(**kw))
+            on_step(j, inputs, lambda kw: _inference(model, kw))
         return
     inputs = make_inputs(case, call, device=device)
     if call["kind"] == "train":
         on_step(0, inputs, lambda kw: _train_forward(model, kw))
     else:
-        on_step(0, inputs, lambda kw: model(**kw))
+        on_step(0, inputs, lambda kw: _inference(model, kw))
 
 
 def cache_keyword(model):
@@ -204,6 +205,13 @@ def cache_keyword(model):
     except (TypeError, ValueError):
         return "past_key_values"
     return "cache" if "cache" in names else "past_key_values"
+
+
+def _inference(model, inputs):
+    """A forward or a decode step as users run inference: without autograd (a compile then builds no
+    backward graph, which only a training step needs)."""
+    with torch.no_grad():
+        return model(**inputs)
 
 
 def _train_forward(model, inputs):
@@ -422,7 +430,7 @@ def run_model_schedule(case, backend, mode=None, device="cpu"):
     report_every_failed_guard()
     # Each side has its own copy: eager's carries hooks that read its inner sizes (UnitSizes).
     compiled_model = copy.deepcopy(eager_model)
-    units = UnitSizes(eager_model)
+    units, lines = UnitSizes(eager_model), ModelLines()
     watch = CompileWatch()
     # A mode (CUDA graphs) takes a backend's name: such a compile's guards go unrecorded.
     how = {} if backend == "eager_only" else {"backend": backend, "mode": mode} if mode else \
@@ -437,7 +445,8 @@ def run_model_schedule(case, backend, mode=None, device="cpu"):
     compiled = Side(compiled_model, compile_model, case.get("step") if training else None)
     entries = []
     for index, call in enumerate(case["calls"]):
-        e_records = eager.run(case, call, index, device, before=units.before, after=units.after)
+        e_records = eager.run(case, call, index, device, before=lambda *a: (units.before(*a), lines.before(*a)),
+                              after=lambda *a: (lines.after(*a), units.after(*a)))
         c_records = compiled.run(case, call, index, device, marks=True, before=watch.before, after=watch.after)
         for j, c_record in enumerate(c_records):
             e_record = e_records[j] if j < len(e_records) else {"error": {"type": "missing", "message": ""}}
@@ -446,6 +455,41 @@ def run_model_schedule(case, backend, mode=None, device="cpu"):
             compiled.sync_from(eager)
     units.close()
     return entries
+
+
+class ModelLines:
+    """Which lines of the model's own code (the ``transformers`` package) each eager forward ran.
+    Two calls that run different lines took different branches of the model (a patch grid that
+    fills the position table, a cache that is empty): a recompile between them is the model's,
+    whichever guard torch checked first, and even where torch pinned the size before the model's
+    guard was recorded."""
+
+    def __init__(self):
+        self.lines, self._before = set(), None
+
+    def _trace(self, frame, event, arg):
+        if event == "call" and "transformers" in frame.f_code.co_filename:
+            return self._line
+        return None
+
+    def _line(self, frame, event, arg):
+        if event == "line":
+            self.lines.add((frame.f_code.co_filename, frame.f_lineno))
+        return self._line
+
+    def before(self, index, step, inputs):
+        self.lines, self._before = set(), sys.gettrace()
+        sys.settrace(self._trace)
+
+    def after(self, index, step, record):
+        sys.settrace(self._before)
+        record["model_lines"] = sorted(f"{_package_path(path)}:{line}" for path, line in self.lines)
+
+
+def _package_path(path):
+    """A file's path from its package (``transformers/models/vit/modeling_vit.py``)."""
+    at = path.replace("\\", "/").rfind("/transformers/")
+    return path[at + 1:] if at >= 0 else path
 
 
 class UnitSizes:

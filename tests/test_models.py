@@ -372,3 +372,32 @@ def test_an_error_dynamo_raised_while_tracing_is_put_at_dynamo_s_stage():
     traced = AssertionError("not simple sympy type <class 'NoneType'>: None\n\nfrom user code:\n   File \"m.py\", line 3")
     assert exception_stage(traced) == "dynamo"
     assert exception_stage(AssertionError("plain")) == "runtime"
+
+
+def test_a_recompile_where_the_model_s_code_runs_a_new_branch_is_the_model_s():
+    torch_guard = ("0/1: tensor 'kwargs['pixel_values']' size mismatch at index 2. expected 8, actual 16  # x "
+                   "(_prims_common/__init__.py:2070 in are_strides_like_channels_last_or_false)")
+    case = {"kind": "model", "arch": "vit", "dynamic": True, "calls": [{"kind": "forward", "batch": 2, "seq": 8, "seed": 0}] * 3}
+    interpolating = ["transformers/models/vit/modeling_vit.py:100", "transformers/models/vit/modeling_vit.py:118"]
+
+    def run(lines_now):
+        first = _entry(0, {"pixel_values": [2, 3, 8, 8]}, 1)
+        first["eager"]["model_lines"] = interpolating + ["transformers/warn_once.py:3"]  # a first call's own line
+        later = _entry(1, {"pixel_values": [2, 3, 16, 16]}, 1, {"wrapper": [torch_guard]})
+        later["eager"]["model_lines"] = lines_now
+        later["compiled"]["guards_added"] = ["compile 0/1", "set_replacement s1 = 8 (_prims_common/__init__.py:2070 in f)"]
+        first["compiled"]["guards_added"] = ["compile 0/0", "set_replacement s1 = 8 (_prims_common/__init__.py:2070 in f)"]
+        return judge_recompiles(case, [first, later])
+
+    # 16 px fills the position table: the model returns it as it is (line 104), a branch it did not take at 8.
+    found, noted = run(["transformers/models/vit/modeling_vit.py:100", "transformers/models/vit/modeling_vit.py:104"])
+    assert found == [] and "modeling_vit.py:104 here, not at call 0" in noted[0]["detail"]
+    # The same code as at 8 (the warning given once at the first call aside): torch's pin on 8 is the finding.
+    found, noted = run(interpolating)
+    assert len(found) == 1 and "_prims_common" in found[0]["origin"] and noted == []
+
+
+def test_a_kv_cache_whose_layout_changed_between_steps_recompiles_by_torch_s_stride_guards():
+    guard = "0/0: cache.layers[0].keys.stride()[1] == cache.layers[0].keys.size()[3]  # (_dynamo/guards.py:1 in f)"
+    entries = [_entry(0, {"input_ids": [2, 8]}, 1), _entry(1, {"input_ids": [3, 12]}, 1, {"forward": [guard]})]
+    assert judge_recompiles(_case(), entries)[0] == []
