@@ -437,11 +437,14 @@ class _GraphDescriber:
                                     {n.name for n in placeholders})
         self._collect_symbols(placeholders)
         examples = self.examples + [None] * (len(placeholders) - len(self.examples))
+        floats = _wrapped_floats(placeholders, examples)
         # Tensors first, so that a SymInt input (Dynamo puts it before its
         # tensor) can name the tensor dim it is the size of.
         placed = []
         for position, (node, real) in enumerate(zip(placeholders, examples)):
-            if not _is_size(node, real):
+            if node.name in floats:
+                placed.append((position, {"name": self.names[node.name], "kind": "scalar", "value": floats[node.name]}))
+            elif not _is_size(node, real):
                 placed.extend((position, entry) for entry in self._placeholder(node, real, position))
         for position, (node, real) in enumerate(zip(placeholders, examples)):
             if _is_size(node, real):
@@ -449,7 +452,9 @@ class _GraphDescriber:
         self.inputs = [entry for _, entry in sorted(placed, key=lambda pair: pair[0])]
         nodes, output = [], []
         for node in self.gm.graph.nodes:
-            if node.op == "call_function" or node.op == "call_method":
+            if node.op == "call_method" and node.target == "item" and node.args[0].name in floats:
+                self.names[node.name] = self.names[node.args[0].name]  # the float itself
+            elif node.op == "call_function" or node.op == "call_method":
                 nodes.append(self._call(node))
             elif node.op == "get_attr":
                 self._constant(node)
@@ -646,6 +651,18 @@ def readable_names(names: list[str], inputs: set[str]) -> dict[str, str]:
         taken.add(short)
         out[name] = short
     return out
+
+
+def _wrapped_floats(placeholders, examples) -> dict:
+    """{placeholder: value} of the Python floats Dynamo passed as 0-dim tensors read by ``.item()``
+    (a module's ``eps`` or dropout ``p``): the repro passes the float, as the model's code did; a
+    rebuilt ``.item()`` would break the graph in two."""
+    # torch waits for the user's script (module docstring)
+    import torch
+
+    return {node.name: float(real.item()) for node, real in zip(placeholders, examples)
+            if isinstance(real, torch.Tensor) and real.dim() == 0 and real.is_floating_point() and node.users
+            and all(u.op == "call_method" and u.target == "item" for u in node.users)}
 
 
 def _is_size(node, real) -> bool:

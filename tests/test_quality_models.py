@@ -65,6 +65,20 @@ def test_an_index_bug_in_the_heads_split_is_found_in_real_attention(tmp_path):
     assert finding["confirmation"]["status"] == "reproduced"
     _short_repro_shows_it(out, finding)
     _passes_without_the_plant(out, finding)
+    # The wrong values lie inside one compiled graph: the graph-level minifier cuts the model's
+    # graph (dozens of nodes, module floats like eps passed as floats) to a torch-only script of it.
+    folder = out / "findings" / finding["verdict"]["signature"]
+    proc = subprocess.run([sys.executable, "-m", "symfuzz.cli", "minify", str(folder), "--budget", "5m"],
+                          env={**os.environ, **planted_env("heads-transpose-symbolic")}, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    minified = (folder / "minified" / "repro.py").read_text()
+    body = minified[minified.index("def fn("):minified.index("def make_inputs(")]
+    assert "transpose" in body and body.count("\n") <= 12 and "transformers" not in minified, body
+    env = {k: v for k, v in os.environ.items() if k != "SYMFUZZ_PLANT"}
+    run = subprocess.run([sys.executable, "repro.py"], cwd=folder / "minified", env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-2000:]
 
 
 def test_a_guard_that_misses_a_kv_cache_growing_by_one_is_found_in_a_decode_loop(tmp_path):
