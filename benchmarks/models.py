@@ -101,11 +101,13 @@ def probe(arch: str, lane) -> dict:
 
 def campaign(source: str, args) -> dict:
     from symfuzz.fuzz_run import run_fuzz
-    from symfuzz.settings import CampaignConfig
+    from symfuzz.settings import MODEL_CASE_TIMEOUT, CampaignConfig
 
+    # The timeouts `symfuzz fuzz --source models` takes: a model case compiles a real model several times.
+    timeouts = {"case_timeout": MODEL_CASE_TIMEOUT, "confirm_timeout": MODEL_CASE_TIMEOUT} if "models" in source else {}
     with tempfile.TemporaryDirectory(prefix=f"symfuzz-models-{source}-") as tmp:
         config = CampaignConfig(out=Path(tmp), lane=get_lane(args.lane), budget=args.budget, seed=args.seed,
-                                jobs=args.jobs, confirm=not args.no_confirm, quiet=True, source=source)
+                                jobs=args.jobs, confirm=not args.no_confirm, quiet=True, source=source, **timeouts)
         with contextlib.redirect_stdout(io.StringIO()):
             outcome = run_fuzz(config)
         stats = outcome.stats or {}
