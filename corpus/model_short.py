@@ -12,7 +12,8 @@ mask from lengths, position ids), so a value bug shows on the same numbers.
 The judged script (``corpus.scripts.render_model_repro``: the float64 reference, torch's own
 guard rules, the signature) is ``judge.py`` beside it; confirmation runs that one. Calls this
 cannot show plainly get no short script (``render_model_short`` returns None): a training step
-before the failing call, a recompile or a wrong value inside a decode loop, another device.
+before the failing call, a recompile inside a decode loop (which step recompiled is the judge's
+bookkeeping), another device. A wrong value in a decode loop is checked at each of its steps.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from symfuzz.oracles.verdict import error_headline
 # The symptoms a short script shows, and how: an error out of the compiled call, a recompile, a value.
 _RAISED, _RECOMPILED, _VALUES = ("crash", "over-specialization"), ("excess-recompiles", "lost-dynamism"), \
     ("value-mismatch", "metadata-mismatch")
-COMPILED_LINE = "actual = compiled(**kwargs)"  # a crash must come out of this line (short_mismatch)
+COMPILED_LINE = "actual = compiled(**kwargs)"
+# (rtol, atol) of compiled against eager by dtype: fuzz/runtime/comparing.TOLERANCES, by name.
+_TOLERANCES = {"float32": (1e-4, 1e-5), "bfloat16": (3e-2, 3e-2)}  # a crash must come out of this line (short_mismatch)
 
 # Each kind's inputs, as model_runtime._make_inputs makes them (the same generator calls, in order).
 _TEXT = ['    kwargs = {"input_ids": torch.randint(0, VOCAB, (batch, length), generator=gen)}',
@@ -51,11 +54,11 @@ _FORWARDS = [
     '    if call["kind"] != "decode":',
     "        yield kwargs",
     "        return",
-    '    cache = transformers.StaticCache(config=model.config, max_cache_len=call["seq"] + call["steps"]) \\',
+    '    cache = transformers.StaticCache(config=model.config, max_cache_len=call.get("seq", 1) + call.get("steps", 1)) \\',
     '        if call.get("cache") == "static" else transformers.DynamicCache(config=model.config)',
     '    gen, mask = torch.Generator().manual_seed(call["seed"] + 1), kwargs.get("attention_mask")',
     '    yield {**kwargs, key: cache, "use_cache": True}',
-    '    for _ in range(call["steps"]):',
+    '    for _ in range(call.get("steps", 1)):',
     '        step = {"input_ids": torch.randint(0, VOCAB, (call["batch"], 1), generator=gen), key: cache, "use_cache": True}',
     "        if mask is not None:",
     '            mask = step["attention_mask"] = torch.cat([mask, torch.ones(call["batch"], 1, dtype=mask.dtype)], 1)',
@@ -106,7 +109,8 @@ def render_model_short(finding) -> Optional[str]:
     configure = lane_configure_lines(lane, Helpers())
     lines += ["", "", "def configure():  # the Inductor config symfuzz's lane ran with",
               *[f"    {line}" for line in configure or ["pass"]], "", ""]
-    lines += _main_lines(case, lane, model_class, config_class, dtype, symptom, failing, decodes)
+    lines += _main_lines(case, lane, model_class, config_class, dtype, symptom, failing, decodes,
+                         evidence.get("recompile_reason"))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -135,7 +139,7 @@ def _mark_lines(kind):
     return ["def mark(kwargs, call):",
             f'    """The call\'s marks: {main}\'s batch (dim 0) or length (dims {dims}), on each input that shares it."""',
             f"    main = kwargs[{main!r}]",
-            '    for what, how in sorted(call.get("marks", {}).items()):',
+            '    for what, how in sorted((call.get("marks") or {}).items()):',
             "        for t in [t for t in kwargs.values() if isinstance(t, torch.Tensor) and t.dim() >= 1]:",
             '            if (t.shape[0] == main.shape[0]) if what == "batch" else '
             "(t.dim() == main.dim() and t.shape[:2] == main.shape[:2]):",
@@ -146,7 +150,7 @@ def _mark_lines(kind):
             "                        torch._dynamo.maybe_mark_dynamic(t, dim)"]
 
 
-def _main_lines(case, lane, model_class, config_class, dtype, symptom, failing, decodes):
+def _main_lines(case, lane, model_class, config_class, dtype, symptom, failing, decodes, verdict_guard=None):
     out = ["def main():",
            "    configure()",
            f"    config = transformers.{config_class}(**CONFIG)",
@@ -175,7 +179,10 @@ def _main_lines(case, lane, model_class, config_class, dtype, symptom, failing, 
         indent = "            "
     out += [f"{indent}try:", f"{indent}    {COMPILED_LINE}"]
     if symptom in _RECOMPILED:
+        guard = (verdict_guard or "")[:80]
         out += [f"{indent}except torch._dynamo.exc.RecompileError as exc:",
+                f"{indent}    if {guard!r} not in str(exc):  # the guard symfuzz saw fail",
+                f"{indent}        raise RuntimeError(f\"call {{i}} recompiled, but not on the guard symfuzz saw: {{exc}}\")",
                 f"{indent}    raise AssertionError(f\"call {{i}}: recompiled where torch's own rules say a graph "
                 "compiled before accepts the sizes:\\n{exc}\") from None"]
     out += [f"{indent}except Exception as exc:  # symfuzz's run went on past an error before the failing call",
@@ -184,10 +191,11 @@ def _main_lines(case, lane, model_class, config_class, dtype, symptom, failing, 
             f"{indent}    print(f\"call {{i}}: compiled raised {{type(exc).__name__}}, as in symfuzz's run; not this bug\")",
             f"{indent}    {'break' if decodes else 'continue'}"]
     if symptom in _VALUES:
+        rtol, atol = _TOLERANCES.get(dtype, _TOLERANCES["float32"])  # the judge's, compiled against eager
         out += [f"{indent}for name, want in expected.items() if i == {failing} else ():",
                 f"{indent}    if isinstance(want, torch.Tensor):",
                 f"{indent}        try:",
-                f"{indent}            torch.testing.assert_close(actual[name], want)",
+                f"{indent}            torch.testing.assert_close(actual[name], want, rtol={rtol}, atol={atol})",
                 f"{indent}        except AssertionError as exc:",
                 f"{indent}            raise AssertionError(f\"call {{i}}: {{name}}: compiled differs from eager: "
                 "{exc}\") from None"]

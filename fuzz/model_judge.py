@@ -213,7 +213,12 @@ def _other_branch(entry, accepting):
         then = (compiled or {}).get("eager", {}).get("model_lines")
         if not then or not set(now) - set(then):
             return None  # a graph traced through the same code accepts it: torch's guards decide
-        new &= set(now) - set(then)
+        # Only a branch in a function whose code put guards on sizes in that compile: a line that runs
+        # for other reasons (a padding mask that is all ones this time) says nothing about sizes.
+        guarded = set(re.findall(r"# (transformers/[\w/.-]+\.py):\d+ in (\w+)",
+                                 "\n".join((compiled or {}).get("compiled", {}).get("guards_added") or ())))
+        new &= {line for line in set(now) - set(then)
+                if tuple(re.sub(r":\d+ in ", " ", line).split(" ", 1)) in guarded}
     if not new:
         return None
     line = sorted(new)[0]
@@ -265,7 +270,9 @@ def compile_blocks(lines):
             continue
         elif line.startswith("bind "):
             m = re.match(r"bind (\w+) = (.*)", line)
-            place = _SOURCE_SIZE.search(m.group(2)) if m else None
+            # Only the sizes of the call's own inputs: a local of an inner frame (after a graph break)
+            # of the same name is another tensor.
+            place = _SOURCE_SIZE.search(m.group(2)) if m and "['kwargs']" in m.group(2) else None
             if place is not None:
                 current[0][m.group(1)] = (place.group(1), int(place.group(2)))
         elif line.startswith("eval "):
@@ -306,7 +313,7 @@ def _failed_guard(case, model, text, sizes, compiled_at, logs):
     sizes), ``MODEL``, or the torch origin (``guard_origin``) that makes it a finding."""
     if not _size_guard(text):
         return None
-    if "stride" in text and re.search(r"cache|past_key_values", text):
+    if "stride" in guard_text(text) and re.search(r"\bcache\b|past_key_values", guard_text(text)):
         # A KV cache holds what the model's last step made of it (a transposed view after a prefill,
         # a contiguous cat after a step): a new layout, and torch guards every input's strides.
         return None
@@ -401,8 +408,11 @@ def _branch_in_range(case, entry):
     if not places or not sizes:
         return None
     blocks = compile_blocks(entry["compiled"].get("guards_added") or []).values()
+    length_dims = LENGTH_DIMS[ARCHS[case["arch"]][2]]
     for key in ("batch", "length"):
         group = {(name, dim) for name, dim in places if (dim == 0) == (key == "batch")}
+        if key == "length":  # a length mark covers every length dim (an image's height and width)
+            group |= {(name, d) for name, dim in group if dim in length_dims for d in length_dims}
         if not group:
             continue
         mark = marks.get(key) or {}

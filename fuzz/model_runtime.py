@@ -468,13 +468,13 @@ class ModelLines:
         self.lines, self._before = set(), None
 
     def _trace(self, frame, event, arg):
-        if event == "call" and "transformers" in frame.f_code.co_filename:
+        if event == "call" and str(frame.f_globals.get("__name__", "")).startswith("transformers."):
             return self._line
         return None
 
     def _line(self, frame, event, arg):
         if event == "line":
-            self.lines.add((frame.f_code.co_filename, frame.f_lineno))
+            self.lines.add((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
         return self._line
 
     def before(self, index, step, inputs):
@@ -483,7 +483,7 @@ class ModelLines:
 
     def after(self, index, step, record):
         sys.settrace(self._before)
-        record["model_lines"] = sorted(f"{_package_path(path)}:{line}" for path, line in self.lines)
+        record["model_lines"] = sorted(f"{_package_path(path)}:{line} in {name}" for path, line, name in self.lines)
 
 
 def _package_path(path):

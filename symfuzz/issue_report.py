@@ -12,7 +12,7 @@ from pathlib import Path
 
 from symfuzz.corpus.finding import Finding, FindingFormatError, read_finding
 from symfuzz.corpus.scripts import render_repro
-from symfuzz.corpus.short_repro import JUDGE_NAME, render_short, what_was_seen
+from symfuzz.corpus.short_repro import JUDGE_NAME, render_short, short_repro_for, what_was_seen
 from symfuzz.fuzz.case import Case
 from symfuzz.fuzz.model_case import ARCHS, is_model_case
 from symfuzz.oracles.verdict import eager_side
@@ -105,7 +105,7 @@ def _model_issue(finding: Finding, folder: Path) -> str:
     title = (f"torch.compile (backend={lane.get('backend')}, {dynamic}, {lane.get('device', 'cpu')}) {does} in "
              f"transformers' {model_class} at changing sizes")
     minified = folder / "minified" / "repro.py"
-    short = render_short(finding)
+    short = short_repro_for(finding)  # None where confirmation found that it does not show the bug
     if minified.is_file():
         script, which = minified.read_text(errors="replace"), "minified by symfuzz to one compiled graph; torch only"
     elif (folder / "repro.py").is_file():

@@ -37,7 +37,8 @@ def model_table(counts) -> dict:
     for key, value in sorted(counts.items()):
         if key.startswith(MODEL_PREFIX):
             arch, _, what = key[len(MODEL_PREFIX):].rpartition(":")
-            table.setdefault(arch, dict.fromkeys(MODEL_COUNTS, 0))[what] = value
+            table.setdefault(arch, dict.fromkeys(MODEL_COUNTS, 0))[what] = round(value, 1) if isinstance(value, float) \
+                else value
     return table
 
 

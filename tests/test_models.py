@@ -311,7 +311,7 @@ def test_a_refused_mark_whose_range_holds_a_branch_of_the_model_is_the_model_s()
                                                             "(_prims_common/__init__.py:2070 in are_strides_like_channels_last_or_false)"]}}
         return judge_model_run(case, [entry])
 
-    failures, notes = run(512)  # 16 px (the table's 4x4 patches) is in the range: the model branches there
+    failures, notes = run(512)  # 16 px (the table's 4x4 patches, height and width) is in the range: the model branches there
     assert failures == [] and notes[0]["origin"] == MODEL
     failures, notes = run(15)  # no branch of the model inside 8..15: torch's specialization is the finding
     assert failures[0]["symptom"] == "over-specialization" and "_prims_common" in failures[0]["origin"]
@@ -378,26 +378,72 @@ def test_a_recompile_where_the_model_s_code_runs_a_new_branch_is_the_model_s():
     torch_guard = ("0/1: tensor 'kwargs['pixel_values']' size mismatch at index 2. expected 8, actual 16  # x "
                    "(_prims_common/__init__.py:2070 in are_strides_like_channels_last_or_false)")
     case = {"kind": "model", "arch": "vit", "dynamic": True, "calls": [{"kind": "forward", "batch": 2, "seq": 8, "seed": 0}] * 3}
-    interpolating = ["transformers/models/vit/modeling_vit.py:100", "transformers/models/vit/modeling_vit.py:118"]
+    vit = "transformers/models/vit/modeling_vit.py"
+    interpolating = [f"{vit}:100 in interpolate_pos_encoding", f"{vit}:118 in interpolate_pos_encoding"]
+    # The compile at 8 px guarded sizes in interpolate_pos_encoding (the model's code there branches on them).
+    guarded = [f"eval ((s1//4)) >= 2 [guard added] x = interpolate(  # {vit}:118 in interpolate_pos_encoding "
+               "(_prims_common/__init__.py:511 in f)", "set_replacement s1 = 8 (_prims_common/__init__.py:2070 in f)"]
 
-    def run(lines_now):
+    def run(lines_now, guards=guarded):
         first = _entry(0, {"pixel_values": [2, 3, 8, 8]}, 1)
-        first["eager"]["model_lines"] = interpolating + ["transformers/warn_once.py:3"]  # a first call's own line
+        first["eager"]["model_lines"] = interpolating + ["transformers/warn_once.py:3 in warn"]  # a first call's own line
+        first["compiled"]["guards_added"] = ["compile 0/0", *guards]
         later = _entry(1, {"pixel_values": [2, 3, 16, 16]}, 1, {"wrapper": [torch_guard]})
         later["eager"]["model_lines"] = lines_now
-        later["compiled"]["guards_added"] = ["compile 0/1", "set_replacement s1 = 8 (_prims_common/__init__.py:2070 in f)"]
-        first["compiled"]["guards_added"] = ["compile 0/0", "set_replacement s1 = 8 (_prims_common/__init__.py:2070 in f)"]
         return judge_recompiles(case, [first, later])
 
     # 16 px fills the position table: the model returns it as it is (line 104), a branch it did not take at 8.
-    found, noted = run(["transformers/models/vit/modeling_vit.py:100", "transformers/models/vit/modeling_vit.py:104"])
-    assert found == [] and "modeling_vit.py:104 here, not at call 0" in noted[0]["detail"]
+    table = [f"{vit}:100 in interpolate_pos_encoding", f"{vit}:104 in interpolate_pos_encoding"]
+    found, noted = run(table)
+    assert found == [] and "modeling_vit.py:104 in interpolate_pos_encoding here, not at call 0" in noted[0]["detail"]
     # The same code as at 8 (the warning given once at the first call aside): torch's pin on 8 is the finding.
     found, noted = run(interpolating)
     assert len(found) == 1 and "_prims_common" in found[0]["origin"] and noted == []
+    # A new line in a function where that compile guarded no size (a mask that is all ones this time) is no branch on sizes.
+    found, noted = run(interpolating + ["transformers/masking_utils.py:40 in padding_mask_function"])
+    assert len(found) == 1 and noted == []
+    found, noted = run(table, guards=guarded[1:])
+    assert len(found) == 1 and noted == []
 
 
 def test_a_kv_cache_whose_layout_changed_between_steps_recompiles_by_torch_s_stride_guards():
-    guard = "0/0: cache.layers[0].keys.stride()[1] == cache.layers[0].keys.size()[3]  # (_dynamo/guards.py:1 in f)"
-    entries = [_entry(0, {"input_ids": [2, 8]}, 1), _entry(1, {"input_ids": [3, 12]}, 1, {"forward": [guard]})]
-    assert judge_recompiles(_case(), entries)[0] == []
+    def judged(guard):
+        entries = [_entry(0, {"input_ids": [2, 8]}, 1), _entry(1, {"input_ids": [3, 12]}, 1, {"forward": [guard]})]
+        return judge_recompiles(_case(), entries)
+
+    where = "  # x = y  # transformers/cache_utils.py:9 in update (_inductor/lowering.py:1 in f)"
+    assert judged("0/0: cache.layers[0].keys.stride()[1] == cache.layers[0].keys.size()[3]" + where) == ([], [])
+    # The same guard's origin on another input is torch's: the rule reads the guard, not its comment.
+    assert len(judged("0/0: kwargs['input_ids'].stride()[0] == kwargs['input_ids'].size()[1]" + where)[0]) == 1
+    assert len(judged("0/0: kwargs['cache_position'].stride()[0] == 2" + where)[0]) == 1
+
+
+def test_a_short_repro_makes_the_inputs_and_marks_the_campaign_made():
+    import torch
+
+    from symfuzz.corpus.short_repro import render_short
+    from symfuzz.fuzz.model_runtime import make_inputs, mark_inputs
+
+    for arch in ("llama", "bert", "t5", "vit", "wav2vec2", "whisper_encoder"):
+        finding = _model_finding()
+        case = generate_model(1, 0, [arch])
+        calls = [{**c, "kind": "forward"} for c in case["calls"][:2]]
+        kind = ARCHS[arch][2]
+        if kind in ("decoder", "encoder", "seq2seq"):  # padding (and position ids) as a padded batch has them
+            calls[1] = {**calls[1], "lengths": [max(1, calls[1]["seq"] - r) for r in range(calls[1]["batch"])],
+                        "positions": kind == "decoder", "marks": {"length": {"mark": "dynamic", "min": 2}}}
+        case["calls"] = calls
+        finding.case = case
+        space = {"__name__": "short"}
+        exec(compile(render_short(finding), "short.py", "exec"), space)  # defines; main() does not run
+        for call in calls:
+            theirs, ours = make_inputs(case, call), space["make_inputs"](call)
+            assert set(theirs) == set(ours), arch
+            for name, value in theirs.items():
+                if isinstance(value, torch.Tensor):
+                    assert torch.equal(value, ours[name]) and value.dtype == ours[name].dtype, (arch, name)
+            mark_inputs(case, call, theirs)
+            space["mark"](ours, call)
+            marked = {k: getattr(v, "_dynamo_dynamic_indices", set()) for k, v in theirs.items() if isinstance(v, torch.Tensor)}
+            assert marked == {k: getattr(v, "_dynamo_dynamic_indices", set()) for k, v in ours.items()
+                              if isinstance(v, torch.Tensor)}, arch
