@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from symfuzz.corpus.scripts import Helpers, docstring_text, lane_configure_lines
+from symfuzz.corpus.scripts import Helpers, lane_configure_lines, prelude
 from symfuzz.fuzz.model_case import ARCHS, LENGTH_DIMS, MAIN_INPUT, schedule_lines
 from symfuzz.oracles.verdict import error_headline
 
@@ -85,18 +85,15 @@ def render_model_short(finding) -> Optional[str]:
     what = evidence.get("detail") or symptom
     if error:
         what = f"compiled raised {str(error.get('type', '')).rsplit('.', 1)[-1]}: {error_headline(error.get('message'))}"
-    about = (f"{symptom} in {case['arch']} (transformers' {model_class}) at call {failing}: {what}\n\nThe calls, each to one "
-             "torch.compile'd model:\n" + "\n".join(f"  {line}" for line in schedule_lines(calls, failing))
+    title = f"{symptom} in {case['arch']} (transformers' {model_class}) at call {failing}: {what}"
+    about = ("The calls, each to one torch.compile'd model:\n" + "\n".join(f"  {line}" for line in schedule_lines(calls, failing))
              + f"\n\nFound by symfuzz ({verdict.signature}) with torch {finding.environment.get('torch')} and "
              f"transformers {finding.environment.get('transformers')}. It needs only those two, and exits 1 while "
              "the bug is present, 0 once it is fixed. judge.py beside it is the judged script (a float64 "
              "reference for rounding, torch's own guard rules).")
-    lines = ["#!/usr/bin/env python", f'"""{docstring_text(about)}\n"""']
-    env = lane.get("env") or {}
-    if env:
-        lines += ["import os", "", *[f"os.environ[{k!r}] = {v!r}" for k, v in sorted(env.items())], ""]
-    lines += ["import copy", *(["import inspect"] if decodes else []), "", "import torch", "import transformers", "",
-              f"CONFIG = {_literal(case['config'])}  # transformers.{config_class}'s keyword arguments",
+    imports = ["import copy", *(["import inspect"] if decodes else []), "import transformers"]
+    lines = [prelude(title, about, env=lane.get("env") or {}, imports=imports, stack_dumps=False).rstrip(), "",
+             f"CONFIG = {_literal(case['config'])}  # transformers.{config_class}'s keyword arguments",
               "CALLS = ["]
     lines += [f"    {_literal(c)},{'  # fails here' if i == failing else ''}" for i, c in enumerate(calls)]
     lines += ["]", "", "", "def make_inputs(call):", '    batch, length = call["batch"], call.get("seq", 1)',
@@ -191,7 +188,6 @@ def _main_lines(case, lane, model_class, config_class, dtype, symptom, failing, 
     if symptom in _VALUES:
         # Deferred: torch, which rendering needs only here.
         import torch
-
         from symfuzz.fuzz.runtime.comparing import TOLERANCES
 
         rtol, atol = TOLERANCES[getattr(torch, dtype)]  # the judge's, compiled against eager
